@@ -1,0 +1,177 @@
+//! The command line: argument definitions and what each command prints.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::error::Result;
+use crate::job::{self, MatchOptions, RunOptions};
+use crate::query::{self, Format, QueryOptions};
+use crate::summary::Summary;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "neardup",
+    version,
+    about = "Find near-duplicate documents in Parquet corpora with 64-bit SimHash on Apache DataFusion",
+    long_about = "Find near-duplicate documents in Parquet corpora with 64-bit SimHash on Apache \
+DataFusion.\n\n`run` fingerprints every document (jieba TF-IDF keywords for Chinese, words \
+otherwise), finds every pair within Hamming distance k, clusters the pairs into duplicate groups \
+and writes Parquet tables; `query` answers SQL over them.",
+    after_help = "Example:\n  neardup run --input fixtures/sample.parquet --output out/sample\n  \
+neardup query --data out/sample \"SELECT group_id, count(*) FROM groups GROUP BY 1 ORDER BY 2 DESC\""
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Fingerprint a corpus, find its near-duplicates, write signatures, pairs, groups and dedup.
+    Run(RunArgs),
+    /// Find pairs and groups among fingerprints computed elsewhere (or kept from a run).
+    Match(MatchArgs),
+    /// Run SQL over a run's outputs (tables signatures, pairs, groups, dedup, corpus).
+    Query(QueryArgs),
+}
+
+#[derive(Debug, Args)]
+#[command(after_help = "Outputs under --output:\n  \
+signatures/   id, simhash, bucket1..bucket4, text_bytes, input_order (one row per document)\n  \
+pairs/        id_a < id_b, distance (one row per pair within k)\n  \
+groups/       id, group_id, representative_id, group_size, distance (duplicated documents)\n  \
+dedup/        the input rows minus the non-representative group members\n  \
+summary.json  parameters, inputs, counts, stage times")]
+pub struct RunArgs {
+    /// Parquet input: a file, a folder (searched for *.parquet) or a glob; repeat or list several.
+    #[arg(long, required = true, num_args = 1.., value_name = "PATH")]
+    pub input: Vec<String>,
+    /// Folder to write the output tables into (created whole at the end of the run).
+    #[arg(long, value_name = "DIR")]
+    pub output: PathBuf,
+    /// Column holding a unique, non-NULL document id (integer or string).
+    #[arg(long, default_value = "id", value_name = "NAME")]
+    pub id_column: String,
+    /// Column holding the document text.
+    #[arg(long, default_value = "text", value_name = "NAME")]
+    pub text_column: String,
+    /// Largest Hamming distance (bits of 64) at which two documents are duplicates: 0..=3.
+    #[arg(long, default_value_t = 3)]
+    pub k: u32,
+    /// Replace --output if it already holds a neardup output.
+    #[arg(long)]
+    pub overwrite: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct MatchArgs {
+    /// Parquet fingerprints (an id column and a UInt64 simhash column): files, folders or globs.
+    #[arg(long, required = true, num_args = 1.., value_name = "PATH")]
+    pub signatures: Vec<String>,
+    /// Folder to write pairs, groups and summary.json into.
+    #[arg(long, value_name = "DIR")]
+    pub output: PathBuf,
+    /// Column holding a unique, non-NULL document id.
+    #[arg(long, default_value = "id", value_name = "NAME")]
+    pub id_column: String,
+    /// Column holding the 64-bit fingerprint (UInt64).
+    #[arg(long, default_value = "simhash", value_name = "NAME")]
+    pub simhash_column: String,
+    /// Largest Hamming distance at which two fingerprints match: 0..=3.
+    #[arg(long, default_value_t = 3)]
+    pub k: u32,
+    /// Replace --output if it already holds a neardup output.
+    #[arg(long)]
+    pub overwrite: bool,
+}
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Several statements may be given, separated by ';': all run, the last one's \
+result is written.\nFunctions: simhash(text), hamming(a, b), bucket(simhash, n)."
+)]
+pub struct QueryArgs {
+    /// Output folder of a run; its tables and its input (as corpus) are registered.
+    #[arg(long, value_name = "DIR")]
+    pub data: Option<PathBuf>,
+    /// How to write the result.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    /// Write the result to this file instead of standard output.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// The SQL to run.
+    pub sql: String,
+}
+
+/// Runs one command; the caller turns an error into a message and an exit code.
+pub async fn execute(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Run(args) => {
+            let options = RunOptions {
+                inputs: args.input,
+                output: args.output.clone(),
+                id_column: args.id_column,
+                text_column: args.text_column,
+                k: args.k,
+                overwrite: args.overwrite,
+            };
+            let summary = job::run(&options).await?;
+            report(&summary, &args.output);
+        }
+        Command::Match(args) => {
+            let options = MatchOptions {
+                signatures: args.signatures,
+                output: args.output.clone(),
+                id_column: args.id_column,
+                simhash_column: args.simhash_column,
+                k: args.k,
+                overwrite: args.overwrite,
+            };
+            let summary = job::match_fingerprints(&options).await?;
+            report(&summary, &args.output);
+        }
+        Command::Query(args) => {
+            let options = QueryOptions {
+                data: args.data,
+                sql: args.sql,
+                format: args.format,
+                out: args.out,
+            };
+            query::query(&options).await?;
+        }
+    }
+    Ok(())
+}
+
+fn report(summary: &Summary, output: &std::path::Path) {
+    let c = &summary.counts;
+    println!(
+        "{} documents ({} with NULL text, {} with nothing to fingerprint): {} pairs within k = {}, \
+         {} groups holding {} documents, {} removed.",
+        c.documents,
+        c.null_texts,
+        c.empty_texts,
+        c.pairs,
+        summary.parameters.k,
+        c.groups,
+        c.grouped_documents,
+        c.documents_removed
+    );
+    println!(
+        "Outputs in {} ({:.2} s):",
+        output.display(),
+        summary.total_seconds
+    );
+    for table in query::OUTPUT_TABLES {
+        if output.join(table).is_dir() {
+            println!("  {}/", output.join(table).display());
+        }
+    }
+    println!("  {}", output.join(crate::output::SUMMARY_FILE).display());
+    println!(
+        "Ask: neardup query --data {} \"SELECT group_id, count(*) AS docs FROM groups GROUP BY 1 ORDER BY 2 DESC LIMIT 10\"",
+        output.display()
+    );
+}

@@ -1,0 +1,159 @@
+//! SimHash arithmetic with no Arrow in it: feature hashing, the weighted bit vote, Hamming
+//! distance and the 16-bit bands the matching joins on.
+
+use xxhash_rust::xxh3::xxh3_64;
+
+/// Number of 16-bit bands a 64-bit fingerprint is cut into.
+pub const BANDS: usize = 4;
+
+/// Hashes one feature to 64 bits.
+///
+/// XXH3-64 with seed 0: a published, platform-independent function, so fingerprints written
+/// today compare with fingerprints computed on another machine or by another tool next year.
+/// Changing it changes every fingerprint; `tests` pin known values.
+pub fn feature_hash(feature: &str) -> u64 {
+    xxh3_64(feature.as_bytes())
+}
+
+/// Accumulates weighted features into a 64-bit SimHash (Charikar): each feature votes +w on the
+/// bits set in its hash and -w on the others; the fingerprint keeps the sign of each bit's total.
+#[derive(Debug, Clone)]
+pub struct SimHasher {
+    votes: [f64; 64],
+    features: usize,
+}
+
+impl Default for SimHasher {
+    fn default() -> Self {
+        Self {
+            votes: [0.0; 64],
+            features: 0,
+        }
+    }
+}
+
+impl SimHasher {
+    /// Clears the accumulator so one hasher serves every row of a batch.
+    pub fn reset(&mut self) {
+        self.votes = [0.0; 64];
+        self.features = 0;
+    }
+
+    /// Adds one feature, given by its hash, with a weight.
+    pub fn add(&mut self, hash: u64, weight: f64) {
+        for (bit, vote) in self.votes.iter_mut().enumerate() {
+            // Branch-free: +w when the bit is set, -w otherwise.
+            let sign = ((hash >> bit) & 1) as f64 * 2.0 - 1.0;
+            *vote += sign * weight;
+        }
+        self.features += 1;
+    }
+
+    /// Number of features added since the last reset.
+    pub fn feature_count(&self) -> usize {
+        self.features
+    }
+
+    /// The fingerprint, or `None` when no feature was added: a document with nothing to
+    /// fingerprint has no fingerprint, rather than one it would share with every other such
+    /// document.
+    pub fn finish(&self) -> Option<u64> {
+        if self.features == 0 {
+            return None;
+        }
+        let mut fingerprint = 0u64;
+        for (bit, vote) in self.votes.iter().enumerate() {
+            if *vote > 0.0 {
+                fingerprint |= 1 << bit;
+            }
+        }
+        Some(fingerprint)
+    }
+}
+
+/// Number of bits in which two fingerprints differ.
+pub fn hamming(a: u64, b: u64) -> u32 {
+    (a ^ b).count_ones()
+}
+
+/// The `index`-th 16-bit band (1-based), band 1 being the top 16 bits.
+///
+/// Two fingerprints within Hamming distance 3 differ in at most 3 of the 4 bands, so they agree
+/// on at least one (pigeonhole): joining on each band finds every such pair.
+pub fn band(fingerprint: u64, index: usize) -> Option<u16> {
+    if !(1..=BANDS).contains(&index) {
+        return None;
+    }
+    let shift = 16 * (BANDS - index);
+    Some((fingerprint >> shift) as u16)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn feature_hash_is_pinned() {
+        // Golden values: if these change, every stored fingerprint becomes incomparable.
+        assert_eq!(feature_hash(""), 0x2d06800538d394c2);
+        assert_eq!(feature_hash("simhash"), feature_hash("simhash"));
+        assert_ne!(feature_hash("simhash"), feature_hash("Simhash"));
+    }
+
+    #[test]
+    fn one_feature_gives_its_own_hash() {
+        let mut h = SimHasher::default();
+        h.add(0xdead_beef_0123_4567, 2.5);
+        assert_eq!(h.finish(), Some(0xdead_beef_0123_4567));
+    }
+
+    #[test]
+    fn heavier_feature_wins_the_vote() {
+        let mut h = SimHasher::default();
+        h.add(0xffff_ffff_ffff_ffff, 1.0);
+        h.add(0x0000_0000_0000_0000, 3.0);
+        assert_eq!(h.finish(), Some(0));
+        h.reset();
+        h.add(0xffff_ffff_ffff_ffff, 3.0);
+        h.add(0x0000_0000_0000_0000, 1.0);
+        assert_eq!(h.finish(), Some(u64::MAX));
+    }
+
+    #[test]
+    fn majority_vote_per_bit() {
+        // Bit by bit: 0b011, 0b101, 0b110 with equal weights -> each bit set twice of three.
+        let mut h = SimHasher::default();
+        for f in [0b011u64, 0b101, 0b110] {
+            h.add(f, 1.0);
+        }
+        assert_eq!(h.finish(), Some(0b111));
+    }
+
+    #[test]
+    fn no_features_no_fingerprint() {
+        let mut h = SimHasher::default();
+        assert_eq!(h.finish(), None);
+        h.add(1, 1.0);
+        h.reset();
+        assert_eq!(h.finish(), None);
+        assert_eq!(h.feature_count(), 0);
+    }
+
+    #[test]
+    fn hamming_counts_differing_bits() {
+        assert_eq!(hamming(0, 0), 0);
+        assert_eq!(hamming(0, u64::MAX), 64);
+        assert_eq!(hamming(0b1010, 0b0110), 2);
+    }
+
+    #[test]
+    fn bands_cut_top_first() {
+        let f = 0x1111_2222_3333_4444u64;
+        assert_eq!(band(f, 1), Some(0x1111));
+        assert_eq!(band(f, 2), Some(0x2222));
+        assert_eq!(band(f, 3), Some(0x3333));
+        assert_eq!(band(f, 4), Some(0x4444));
+        assert_eq!(band(f, 0), None);
+        assert_eq!(band(f, 5), None);
+    }
+}

@@ -1,0 +1,269 @@
+//! Finding the input files and checking, before any work starts, that they can be read and
+//! have the columns the job needs. Every error names the file (and the column) it is about.
+
+use std::collections::BTreeSet;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use datafusion::arrow::datatypes::{DataType, SchemaRef};
+use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+use crate::error::{Error, Result};
+
+/// The checked input of a run: its Parquet files, in the order that defines "input order",
+/// and their common schema.
+#[derive(Debug, Clone)]
+pub struct Corpus {
+    pub files: Vec<PathBuf>,
+    pub schema: SchemaRef,
+}
+
+/// Expands files, folders (searched recursively for `*.parquet`) and glob patterns into a list
+/// of files. Arguments keep their order; files within a folder or glob are sorted by path; a
+/// file named twice is read once.
+pub fn resolve_inputs(inputs: &[String]) -> Result<Vec<PathBuf>> {
+    if inputs.is_empty() {
+        return Err(Error::Usage("no --input given".into()));
+    }
+    let mut files = Vec::new();
+    let mut seen = BTreeSet::new();
+    for input in inputs {
+        for file in expand(input)? {
+            let absolute = std::path::absolute(&file).map_err(|e| Error::io(&file, e))?;
+            if seen.insert(absolute.clone()) {
+                files.push(absolute);
+            }
+        }
+    }
+    Ok(files)
+}
+
+fn expand(input: &str) -> Result<Vec<PathBuf>> {
+    let path = Path::new(input);
+    if path.is_file() {
+        return Ok(vec![path.to_path_buf()]);
+    }
+    if path.is_dir() {
+        let mut files = Vec::new();
+        collect_parquet_files(path, &mut files)?;
+        files.sort();
+        if files.is_empty() {
+            return Err(Error::Input(format!(
+                "input folder {input} holds no .parquet files"
+            )));
+        }
+        return Ok(files);
+    }
+    if input.contains(['*', '?', '[']) {
+        let pattern = glob::glob(input)
+            .map_err(|e| Error::Usage(format!("input pattern {input} is not a valid glob: {e}")))?;
+        let mut files = Vec::new();
+        for entry in pattern {
+            let file = entry.map_err(|e| Error::io(e.path().to_path_buf(), e.into()))?;
+            if file.is_file() {
+                files.push(file);
+            }
+        }
+        files.sort();
+        if files.is_empty() {
+            return Err(Error::Input(format!(
+                "input pattern {input} matches no file"
+            )));
+        }
+        return Ok(files);
+    }
+    Err(Error::Input(format!(
+        "input {input} does not exist (give a Parquet file, a folder of them, or a glob)"
+    )))
+}
+
+/// Parquet files under `dir`, skipping hidden and `_`-prefixed entries (Spark and Hive
+/// markers such as `_SUCCESS`, temporary `.part` folders).
+fn collect_parquet_files(dir: &Path, files: &mut Vec<PathBuf>) -> Result<()> {
+    let entries = std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| Error::io(dir, e))?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with('.') || name.starts_with('_') {
+            continue;
+        }
+        let path = entry.path();
+        if path.is_dir() {
+            collect_parquet_files(&path, files)?;
+        } else if name.ends_with(".parquet") {
+            files.push(path);
+        }
+    }
+    Ok(())
+}
+
+/// Reads the footer of every file (no data) and checks that the schemas agree.
+pub fn inspect(files: Vec<PathBuf>) -> Result<Corpus> {
+    let mut schema: Option<SchemaRef> = None;
+    for file in &files {
+        let file_schema = read_schema(file)?;
+        match &schema {
+            None => schema = Some(file_schema),
+            Some(first) => {
+                if let Some(difference) = schema_difference(first, &file_schema) {
+                    return Err(Error::Input(format!(
+                        "{} does not have the schema of {}: {difference}",
+                        file.display(),
+                        files[0].display()
+                    )));
+                }
+            }
+        }
+    }
+    let schema = schema.ok_or_else(|| Error::Input("no input files".into()))?;
+    Ok(Corpus { files, schema })
+}
+
+impl Corpus {
+    /// The type of column `name`, which the job uses as its `role` column (`--<role>-column`).
+    pub fn column_type(&self, name: &str, role: &str) -> Result<DataType> {
+        match self.schema.field_with_name(name) {
+            Ok(field) => Ok(field.data_type().clone()),
+            Err(_) => Err(Error::Input(format!(
+                "{}: no {role} column '{name}'; the columns are: {} (choose with --{role}-column)",
+                self.files[0].display(),
+                self.schema
+                    .fields()
+                    .iter()
+                    .map(|f| f.name().as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))),
+        }
+    }
+
+    /// Checks the id column exists and holds integers or strings (ids are compared and joined).
+    pub fn check_id_column(&self, name: &str) -> Result<()> {
+        let id_type = self.column_type(name, "id")?;
+        if id_type.is_integer() || is_string(&id_type) {
+            return Ok(());
+        }
+        Err(Error::Input(format!(
+            "{}: id column '{name}' has type {id_type}; ids must be integers or strings",
+            self.files[0].display()
+        )))
+    }
+
+    /// Checks the text column exists and holds strings.
+    pub fn check_text_column(&self, name: &str) -> Result<()> {
+        let text_type = self.column_type(name, "text")?;
+        if is_string(&text_type) {
+            return Ok(());
+        }
+        Err(Error::Input(format!(
+            "{}: text column '{name}' has type {text_type}; it must be a string column",
+            self.files[0].display()
+        )))
+    }
+
+    /// Checks the fingerprint column exists and holds UInt64.
+    pub fn check_simhash_column(&self, name: &str) -> Result<()> {
+        let simhash_type = self.column_type(name, "simhash")?;
+        if simhash_type == DataType::UInt64 {
+            return Ok(());
+        }
+        Err(Error::Input(format!(
+            "{}: fingerprint column '{name}' has type {simhash_type}; it must be UInt64",
+            self.files[0].display()
+        )))
+    }
+
+    /// The file behind an `input_order` value (file index * 2^32 + row), for error messages.
+    pub fn locate(&self, input_order: i64) -> String {
+        let file = (input_order >> 32) as usize;
+        let row = input_order & 0xFFFF_FFFF;
+        match self.files.get(file) {
+            Some(path) => format!("{} row {row}", path.display()),
+            None => format!("input order {input_order}"),
+        }
+    }
+}
+
+fn is_string(data_type: &DataType) -> bool {
+    matches!(
+        data_type,
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+    )
+}
+
+fn read_schema(file: &Path) -> Result<SchemaRef> {
+    let handle = File::open(file).map_err(|e| Error::io(file, e))?;
+    let builder = ParquetRecordBatchReaderBuilder::try_new(handle).map_err(|e| {
+        Error::Input(format!(
+            "{} is not a readable Parquet file: {e}",
+            file.display()
+        ))
+    })?;
+    Ok(builder.schema().clone())
+}
+
+/// Describes the first difference in column names or types, ignoring metadata.
+fn schema_difference(a: &SchemaRef, b: &SchemaRef) -> Option<String> {
+    let describe = |s: &SchemaRef| {
+        s.fields()
+            .iter()
+            .map(|f| format!("{}: {}", f.name(), f.data_type()))
+            .collect::<Vec<_>>()
+    };
+    let (a, b) = (describe(a), describe(b));
+    if a == b {
+        return None;
+    }
+    Some(format!("[{}] versus [{}]", b.join(", "), a.join(", ")))
+}
+
+/// Quotes a column name for SQL (names may hold spaces, capitals or quotes).
+pub fn quote_ident(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// Quotes a string literal for SQL.
+pub fn quote_literal(value: &str) -> String {
+    format!("'{}'", value.replace('\'', "''"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoting() {
+        assert_eq!(quote_ident("Doc \"ID\""), "\"Doc \"\"ID\"\"\"");
+        assert_eq!(quote_literal("it's"), "'it''s'");
+    }
+
+    #[test]
+    fn missing_inputs_are_named() {
+        let err = resolve_inputs(&["/no/such/file.parquet".into()]).unwrap_err();
+        assert!(err.to_string().contains("/no/such/file.parquet"));
+        let err = resolve_inputs(&["/no/such/*.parquet".into()]).unwrap_err();
+        assert!(err.to_string().contains("matches no file"));
+    }
+
+    #[test]
+    fn folder_without_parquet_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("notes.txt"), "x").unwrap();
+        let err = resolve_inputs(&[dir.path().display().to_string()]).unwrap_err();
+        assert!(err.to_string().contains("no .parquet files"), "{err}");
+    }
+
+    #[test]
+    fn non_parquet_file_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("fake.parquet");
+        std::fs::write(&file, "this is not parquet").unwrap();
+        let err = inspect(vec![file.clone()]).unwrap_err();
+        assert!(err.to_string().contains("fake.parquet"), "{err}");
+        assert!(
+            err.to_string().contains("not a readable Parquet file"),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,431 @@
+//! The near-duplicate job: checks the input, runs the SQL stages in order in one session, does
+//! the clustering between them, and writes the outputs whole or not at all.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use datafusion::arrow::array::{Array, RecordBatch, UInt64Array};
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::catalog::MemTable;
+use datafusion::common::cast::{as_int64_array, as_uint64_array};
+use datafusion::execution::FunctionRegistry;
+use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
+use futures::StreamExt;
+
+use crate::error::{Error, QueryContext, Result};
+use crate::input::{self, Corpus, quote_ident, quote_literal};
+use crate::output::{SUMMARY_FILE, StagingDir};
+use crate::pipeline::{self, Params};
+use crate::summary::{Counts, Parameters, StageTime, Summary};
+use crate::{cluster, udf};
+
+/// Largest k the four 16-bit bands find exactly (pigeonhole: k + 1 <= 4 bands).
+pub const MAX_K: u32 = 3;
+
+/// What `neardup run` is asked to do.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub inputs: Vec<String>,
+    pub output: PathBuf,
+    pub id_column: String,
+    pub text_column: String,
+    pub k: u32,
+    pub overwrite: bool,
+}
+
+/// What `neardup match` is asked to do: fingerprints computed elsewhere.
+#[derive(Debug, Clone)]
+pub struct MatchOptions {
+    pub signatures: Vec<String>,
+    pub output: PathBuf,
+    pub id_column: String,
+    pub simhash_column: String,
+    pub k: u32,
+    pub overwrite: bool,
+}
+
+/// Checks k is one the band plan finds exactly.
+pub fn check_k(k: u32) -> Result<()> {
+    if k <= MAX_K {
+        return Ok(());
+    }
+    Err(Error::Usage(format!(
+        "--k {k} is not supported: four 16-bit bands find every pair only up to k = {MAX_K} \
+         (allowed: 0..={MAX_K})"
+    )))
+}
+
+/// The session every stage runs in: both cores, input types kept, zstd Parquet output.
+pub fn session_context() -> Result<SessionContext> {
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let mut config = SessionConfig::new().with_target_partitions(cores);
+    let options = config.options_mut();
+    // One scan per file keeps row numbers in file order (`input_order`); the signature stage
+    // is still parallel, as the planner spreads the rows over partitions before the UDF.
+    options.optimizer.repartition_file_scans = false;
+    // Keep the input's string types in every output (`dedup` keeps the input columns as they are).
+    options.execution.parquet.schema_force_view_types = false;
+    options.execution.parquet.compression = Some("zstd(3)".into());
+    let mut ctx = SessionContext::new_with_config(config);
+    udf::register_all(&mut ctx as &mut dyn FunctionRegistry)
+        .context(|| "registering SQL functions".into())?;
+    Ok(ctx)
+}
+
+/// Times stages and reports them on stderr as they finish.
+struct Stopwatch {
+    started: Instant,
+    stages: Vec<StageTime>,
+}
+
+impl Stopwatch {
+    fn new() -> Self {
+        Self {
+            started: Instant::now(),
+            stages: Vec::new(),
+        }
+    }
+
+    async fn time<T>(&mut self, stage: &str, work: impl Future<Output = Result<T>>) -> Result<T> {
+        let start = Instant::now();
+        let value = work.await?;
+        let seconds = start.elapsed().as_secs_f64();
+        eprintln!("neardup: {stage:<12} {seconds:>8.2} s");
+        self.stages.push(StageTime {
+            stage: stage.to_string(),
+            seconds,
+        });
+        Ok(value)
+    }
+}
+
+/// `neardup run`: Parquet corpus in; signatures, pairs, groups, dedup and summary out.
+pub async fn run(options: &RunOptions) -> Result<Summary> {
+    check_k(options.k)?;
+    let mut clock = Stopwatch::new();
+    let corpus = input::inspect(input::resolve_inputs(&options.inputs)?)?;
+    corpus.check_id_column(&options.id_column)?;
+    corpus.check_text_column(&options.text_column)?;
+    let staging = StagingDir::create(&options.output, options.overwrite)?;
+    let ctx = session_context()?;
+    register_corpus(&ctx, &corpus).await?;
+    clock
+        .time("check ids", check_ids(&ctx, &corpus, &options.id_column))
+        .await?;
+
+    let params = stage_params(staging.path(), &options.id_column, options.k)
+        .set("text", quote_ident(&options.text_column))
+        .clone();
+    clock
+        .time(
+            "signatures",
+            pipeline::run_stage(&ctx, &pipeline::SIGNATURES, &params),
+        )
+        .await?;
+    run_matching(&ctx, &params, &mut clock).await?;
+    clock
+        .time(
+            "dedup",
+            pipeline::run_stage(&ctx, &pipeline::DEDUP, &params),
+        )
+        .await?;
+
+    let mut counts = count(&ctx, true).await?;
+    let kept = count_rows(&ctx, "dedup").await?;
+    if kept + counts.documents_removed != counts.documents {
+        return Err(Error::Internal(format!(
+            "dedup kept {kept} of {} documents with {} removed: rows were lost",
+            counts.documents, counts.documents_removed
+        )));
+    }
+    counts.documents_kept = Some(kept);
+    let parameters = parameters(options.k, &options.id_column, &options.text_column, "text");
+    finish(staging, "run", parameters, &corpus, counts, clock)
+}
+
+/// `neardup match`: fingerprints in; pairs, groups and summary out.
+pub async fn match_fingerprints(options: &MatchOptions) -> Result<Summary> {
+    check_k(options.k)?;
+    let mut clock = Stopwatch::new();
+    let corpus = input::inspect(input::resolve_inputs(&options.signatures)?)?;
+    corpus.check_id_column(&options.id_column)?;
+    corpus.check_simhash_column(&options.simhash_column)?;
+    let staging = StagingDir::create(&options.output, options.overwrite)?;
+    let ctx = session_context()?;
+    register_corpus(&ctx, &corpus).await?;
+    clock
+        .time("check ids", check_ids(&ctx, &corpus, &options.id_column))
+        .await?;
+    let params = stage_params(staging.path(), &options.id_column, options.k)
+        .set("simhash", quote_ident(&options.simhash_column))
+        .clone();
+    pipeline::run_stage(&ctx, &pipeline::SIGNATURES_GIVEN, &params).await?;
+    run_matching(&ctx, &params, &mut clock).await?;
+    let counts = count(&ctx, false).await?;
+    let parameters = parameters(
+        options.k,
+        &options.id_column,
+        &options.simhash_column,
+        "given",
+    );
+    finish(staging, "match", parameters, &corpus, counts, clock)
+}
+
+/// Stages 2 and 3, shared by `run` and `match`: pairs, clustering, groups.
+async fn run_matching(ctx: &SessionContext, params: &Params, clock: &mut Stopwatch) -> Result<()> {
+    clock
+        .time("pairs", pipeline::run_stage(ctx, &pipeline::PAIRS, params))
+        .await?;
+    clock.time("clustering", cluster_fingerprints(ctx)).await?;
+    clock
+        .time(
+            "groups",
+            pipeline::run_stage(ctx, &pipeline::GROUPS, params),
+        )
+        .await
+}
+
+fn stage_params(dir: &Path, id_column: &str, k: u32) -> Params {
+    let folder = |name: &str| {
+        // A trailing slash makes COPY write a folder of Parquet files.
+        quote_literal(&format!("{}/", dir.join(name).display()))
+    };
+    let mut params = Params::default();
+    params
+        .set("id", quote_ident(id_column))
+        .set("k", k.to_string())
+        .set("signatures_dir", folder("signatures"))
+        .set(
+            "fingerprint_pairs_dir",
+            folder(&format!("{WORK_DIR}/fingerprint_pairs")),
+        )
+        .set("pairs_dir", folder("pairs"))
+        .set("groups_dir", folder("groups"))
+        .set("dedup_dir", folder("dedup"));
+    params
+}
+
+/// Internal tables live here inside the staging folder and are removed before the commit.
+const WORK_DIR: &str = "_work";
+
+fn parameters(k: u32, id_column: &str, source_column: &str, features: &str) -> Parameters {
+    let features = match features {
+        "text" => "simhash(text): jieba TF-IDF top-50 keywords for text with Han characters, \
+                   lower-cased words weighted by frequency otherwise; XXH3-64 feature hash"
+            .to_string(),
+        _ => "fingerprints given".to_string(),
+    };
+    Parameters {
+        k,
+        id_column: id_column.to_string(),
+        source_column: source_column.to_string(),
+        fingerprint_bits: 64,
+        bands: 4,
+        features,
+    }
+}
+
+fn finish(
+    staging: StagingDir,
+    command: &str,
+    parameters: Parameters,
+    corpus: &Corpus,
+    counts: Counts,
+    clock: Stopwatch,
+) -> Result<Summary> {
+    let work = staging.path().join(WORK_DIR);
+    if work.exists() {
+        std::fs::remove_dir_all(&work).map_err(|e| Error::io(&work, e))?;
+    }
+    let summary = Summary {
+        neardup_version: env!("CARGO_PKG_VERSION").to_string(),
+        command: command.to_string(),
+        parameters,
+        inputs: corpus
+            .files
+            .iter()
+            .map(|f| f.display().to_string())
+            .collect(),
+        counts,
+        stages: clock.stages,
+        total_seconds: clock.started.elapsed().as_secs_f64(),
+    };
+    summary.write(&staging.path().join(SUMMARY_FILE))?;
+    let target = staging.commit()?;
+    eprintln!("neardup: wrote {}", target.display());
+    Ok(summary)
+}
+
+/// Registers `corpus` (all files, scanned in parallel) and `corpus_ordered` (the same rows with
+/// `input_order` = file index * 2^32 + row index).
+pub async fn register_corpus(ctx: &SessionContext, corpus: &Corpus) -> Result<()> {
+    let paths: Vec<String> = corpus
+        .files
+        .iter()
+        .map(|f| f.display().to_string())
+        .collect();
+    let options = || ParquetReadOptions::default().file_extension("");
+    let all = ctx
+        .read_parquet(paths.clone(), options())
+        .await
+        .context(|| "reading the input files".into())?;
+    ctx.register_table("corpus", all.into_view())
+        .context(|| "registering the corpus".into())?;
+    let mut union = Vec::with_capacity(paths.len());
+    for (index, path) in paths.iter().enumerate() {
+        let table = format!("corpus_file_{index}");
+        ctx.register_parquet(&table, path, options())
+            .await
+            .context(|| format!("reading {path}"))?;
+        union.push(format!(
+            "SELECT *, {index} * 4294967296 + CAST(row_number() OVER () AS BIGINT) - 1 AS input_order FROM {table}"
+        ));
+    }
+    let view = format!(
+        "CREATE VIEW corpus_ordered AS {}",
+        union.join(" UNION ALL ")
+    );
+    pipeline::run_statements(ctx, &view, "input order").await
+}
+
+/// Ids must be present and unique: pairs, groups and dedup refer to documents by id.
+async fn check_ids(ctx: &SessionContext, corpus: &Corpus, id_column: &str) -> Result<()> {
+    let id = quote_ident(id_column);
+    let nulls = query_batches(
+        ctx,
+        &format!(
+            "SELECT input_order FROM corpus_ordered WHERE {id} IS NULL ORDER BY input_order LIMIT 3"
+        ),
+    )
+    .await?;
+    let mut places = Vec::new();
+    for batch in &nulls {
+        let orders = as_int64_array(batch.column(0)).context(|| "NULL ids".into())?;
+        places.extend(orders.iter().flatten().map(|o| corpus.locate(o)));
+    }
+    if !places.is_empty() {
+        return Err(Error::Input(format!(
+            "id column '{id_column}' is NULL at {}; every document needs an id",
+            places.join(", ")
+        )));
+    }
+    let duplicates = query_batches(
+        ctx,
+        &format!(
+            "SELECT CAST({id} AS VARCHAR) AS id, count(*) AS copies FROM corpus \
+             GROUP BY {id} HAVING count(*) > 1 ORDER BY copies DESC, id LIMIT 5"
+        ),
+    )
+    .await?;
+    let shown = datafusion::arrow::util::pretty::pretty_format_batches(&duplicates)
+        .map_err(|e| Error::Internal(e.to_string()))?;
+    if duplicates.iter().any(|b| b.num_rows() > 0) {
+        return Err(Error::Input(format!(
+            "id column '{id_column}' has duplicate values; ids must be unique. Some of them:\n{shown}"
+        )));
+    }
+    Ok(())
+}
+
+/// Union-find over the fingerprint pairs; registers `fingerprint_components` for stage 3.
+async fn cluster_fingerprints(ctx: &SessionContext) -> Result<()> {
+    let what = || "clustering".to_string();
+    let mut stream = ctx
+        .sql("SELECT simhash_a, simhash_b FROM fingerprint_pairs")
+        .await
+        .context(what)?
+        .execute_stream()
+        .await
+        .context(what)?;
+    let mut edges = Vec::new();
+    while let Some(batch) = stream.next().await {
+        let batch = batch.context(what)?;
+        let a = as_uint64_array(batch.column(0)).context(what)?;
+        let b = as_uint64_array(batch.column(1)).context(what)?;
+        edges.extend(a.values().iter().copied().zip(b.values().iter().copied()));
+    }
+    let components = cluster::connected_components(edges);
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("simhash", DataType::UInt64, false),
+        Field::new("component", DataType::UInt64, false),
+    ]));
+    let batch = RecordBatch::try_new(
+        Arc::clone(&schema),
+        vec![
+            Arc::new(UInt64Array::from_iter_values(
+                components.iter().map(|c| c.0),
+            )),
+            Arc::new(UInt64Array::from_iter_values(
+                components.iter().map(|c| c.1),
+            )),
+        ],
+    )
+    .map_err(|e| Error::Internal(e.to_string()))?;
+    let table = MemTable::try_new(schema, vec![vec![batch]]).context(what)?;
+    ctx.register_table("fingerprint_components", Arc::new(table))
+        .context(what)?;
+    Ok(())
+}
+
+async fn query_batches(ctx: &SessionContext, sql: &str) -> Result<Vec<RecordBatch>> {
+    let what = || format!("query {sql}");
+    ctx.sql(sql)
+        .await
+        .context(what)?
+        .collect()
+        .await
+        .context(what)
+}
+
+async fn count_rows(ctx: &SessionContext, table: &str) -> Result<u64> {
+    let batches = query_batches(ctx, &format!("SELECT count(*) FROM {table}")).await?;
+    first_value(&batches, 0)
+}
+
+/// Reads the value in column `column` of the single row of a query result as u64.
+fn first_value(batches: &[RecordBatch], column: usize) -> Result<u64> {
+    let batch = batches
+        .iter()
+        .find(|b| b.num_rows() > 0)
+        .ok_or_else(|| Error::Internal("count query returned no row".into()))?;
+    let values = as_int64_array(batch.column(column)).context(|| "count".into())?;
+    Ok(if values.is_null(0) {
+        0
+    } else {
+        values.value(0) as u64
+    })
+}
+
+/// Counts for the summary. `has_texts` is false for `match`, whose input holds no texts.
+async fn count(ctx: &SessionContext, has_texts: bool) -> Result<Counts> {
+    let documents = query_batches(
+        ctx,
+        "SELECT count(*), count(*) - count(text_bytes), count(*) - count(simhash), \
+                count(DISTINCT simhash) \
+         FROM signatures",
+    )
+    .await?;
+    let null_texts = if has_texts {
+        first_value(&documents, 1)?
+    } else {
+        0
+    };
+    let groups = query_batches(
+        ctx,
+        "SELECT count(DISTINCT group_id), count(*), count(*) - count(DISTINCT group_id) FROM groups",
+    )
+    .await?;
+    Ok(Counts {
+        documents: first_value(&documents, 0)?,
+        null_texts,
+        empty_texts: first_value(&documents, 2)? - null_texts,
+        distinct_fingerprints: first_value(&documents, 3)?,
+        fingerprint_pairs: count_rows(ctx, "fingerprint_pairs").await?,
+        pairs: count_rows(ctx, "pairs").await?,
+        groups: first_value(&groups, 0)?,
+        grouped_documents: first_value(&groups, 1)?,
+        documents_removed: first_value(&groups, 2)?,
+        documents_kept: None,
+    })
+}

@@ -1,0 +1,151 @@
+//! Outputs appear whole or not at all: the job writes into a staging folder beside the target,
+//! marks it complete, and renames it into place. An existing target is replaced only when asked,
+//! and only if it is a neardup output (never someone's home folder).
+
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+
+/// The file whose presence says a folder holds a complete neardup output.
+pub const COMPLETE_MARKER: &str = "_SUCCESS";
+pub const SUMMARY_FILE: &str = "summary.json";
+
+/// A folder being written that becomes `target` on `commit`, and is removed if dropped before.
+#[derive(Debug)]
+pub struct StagingDir {
+    target: PathBuf,
+    staging: PathBuf,
+    overwrite: bool,
+    committed: bool,
+}
+
+impl StagingDir {
+    /// Checks `target` can be written (absent, or `overwrite` and a neardup output) and creates
+    /// the staging folder `.<name>.neardup-staging-<pid>` beside it.
+    pub fn create(target: &Path, overwrite: bool) -> Result<Self> {
+        let target = std::path::absolute(target).map_err(|e| Error::io(target, e))?;
+        let name = target
+            .file_name()
+            .ok_or_else(|| Error::Usage(format!("--output {} names no folder", target.display())))?
+            .to_string_lossy()
+            .into_owned();
+        if target.exists() {
+            if !target.is_dir() {
+                return Err(Error::Usage(format!(
+                    "--output {} is a file, not a folder",
+                    target.display()
+                )));
+            }
+            if !overwrite {
+                return Err(Error::Usage(format!(
+                    "output folder {} already exists; pass --overwrite to replace it",
+                    target.display()
+                )));
+            }
+            if !is_output_dir(&target) && !is_empty_dir(&target)? {
+                return Err(Error::Usage(format!(
+                    "refusing to replace {}: it is not a neardup output (no {COMPLETE_MARKER} or \
+                     {SUMMARY_FILE}); choose another --output",
+                    target.display()
+                )));
+            }
+        }
+        let parent = target.parent().unwrap_or(Path::new("/")).to_path_buf();
+        std::fs::create_dir_all(&parent).map_err(|e| Error::io(&parent, e))?;
+        let staging = parent.join(format!(".{name}.neardup-staging-{}", std::process::id()));
+        if staging.exists() {
+            std::fs::remove_dir_all(&staging).map_err(|e| Error::io(&staging, e))?;
+        }
+        std::fs::create_dir(&staging).map_err(|e| Error::io(&staging, e))?;
+        Ok(Self {
+            target,
+            staging,
+            overwrite,
+            committed: false,
+        })
+    }
+
+    /// Where the job writes.
+    pub fn path(&self) -> &Path {
+        &self.staging
+    }
+
+    pub fn target(&self) -> &Path {
+        &self.target
+    }
+
+    /// Marks the staging folder complete and moves it into place. An old output is moved
+    /// aside first and removed only once the new one is in place.
+    pub fn commit(mut self) -> Result<PathBuf> {
+        let marker = self.staging.join(COMPLETE_MARKER);
+        std::fs::write(&marker, b"").map_err(|e| Error::io(&marker, e))?;
+        let mut old = None;
+        if self.overwrite && self.target.exists() {
+            let aside = self.staging.with_extension("old");
+            std::fs::rename(&self.target, &aside).map_err(|e| Error::io(&self.target, e))?;
+            old = Some(aside);
+        }
+        std::fs::rename(&self.staging, &self.target).map_err(|e| Error::io(&self.target, e))?;
+        self.committed = true;
+        if let Some(old) = old {
+            std::fs::remove_dir_all(&old).map_err(|e| Error::io(&old, e))?;
+        }
+        Ok(self.target.clone())
+    }
+}
+
+impl Drop for StagingDir {
+    fn drop(&mut self) {
+        if !self.committed {
+            // Best effort: a failed run must not leave a half-written folder behind.
+            let _ = std::fs::remove_dir_all(&self.staging);
+        }
+    }
+}
+
+/// True when `dir` holds a complete neardup output.
+pub fn is_output_dir(dir: &Path) -> bool {
+    dir.join(COMPLETE_MARKER).is_file() && dir.join(SUMMARY_FILE).is_file()
+}
+
+fn is_empty_dir(dir: &Path) -> Result<bool> {
+    let mut entries = std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
+    Ok(entries.next().is_none())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commit_moves_into_place_and_drop_cleans_up() {
+        let root = tempfile::tempdir().unwrap();
+        let target = root.path().join("out");
+        let staging = StagingDir::create(&target, false).unwrap();
+        std::fs::write(staging.path().join(SUMMARY_FILE), "{}").unwrap();
+        let staged = staging.path().to_path_buf();
+        staging.commit().unwrap();
+        assert!(is_output_dir(&target));
+        assert!(!staged.exists());
+
+        // Existing output: refused without overwrite.
+        let err = StagingDir::create(&target, false).unwrap_err();
+        assert!(err.to_string().contains("--overwrite"), "{err}");
+
+        // Dropped without commit: nothing left beside the target, old output untouched.
+        let staging = StagingDir::create(&target, true).unwrap();
+        let staged = staging.path().to_path_buf();
+        drop(staging);
+        assert!(!staged.exists());
+        assert!(is_output_dir(&target));
+    }
+
+    #[test]
+    fn never_replaces_a_folder_that_is_not_an_output() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::write(root.path().join("precious.txt"), "keep me").unwrap();
+        let err = StagingDir::create(root.path(), true).unwrap_err();
+        assert!(err.to_string().contains("not a neardup output"), "{err}");
+        assert!(root.path().join("precious.txt").exists());
+    }
+}

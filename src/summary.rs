@@ -1,0 +1,72 @@
+//! `summary.json`: what a run was asked to do, what it read, what it found, how long it took.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Summary {
+    pub neardup_version: String,
+    pub command: String,
+    pub parameters: Parameters,
+    /// Absolute paths of the input files, in input order.
+    pub inputs: Vec<String>,
+    pub counts: Counts,
+    /// Wall time of each stage, in the order they ran.
+    pub stages: Vec<StageTime>,
+    pub total_seconds: f64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Parameters {
+    pub k: u32,
+    pub id_column: String,
+    /// The text column (`run`) or the fingerprint column (`match`).
+    pub source_column: String,
+    pub fingerprint_bits: u32,
+    pub bands: u32,
+    pub features: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Counts {
+    pub documents: u64,
+    /// Documents whose text is NULL (no fingerprint, in no group, kept).
+    pub null_texts: u64,
+    /// Documents whose text has nothing to fingerprint: empty, whitespace, punctuation only.
+    pub empty_texts: u64,
+    pub distinct_fingerprints: u64,
+    /// Pairs of distinct fingerprints within distance k.
+    pub fingerprint_pairs: u64,
+    /// Pairs of documents within distance k (rows of `pairs`).
+    pub pairs: u64,
+    pub groups: u64,
+    /// Documents in some group (rows of `groups`).
+    pub grouped_documents: u64,
+    /// Group members that are not their group's representative.
+    pub documents_removed: u64,
+    /// Rows of `dedup` (`run` only).
+    pub documents_kept: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct StageTime {
+    pub stage: String,
+    pub seconds: f64,
+}
+
+impl Summary {
+    pub fn write(&self, path: &Path) -> Result<()> {
+        let json = serde_json::to_string_pretty(self)
+            .map_err(|e| Error::Internal(format!("summary does not serialise: {e}")))?;
+        std::fs::write(path, json + "\n").map_err(|e| Error::io(path, e))
+    }
+
+    pub fn read(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        serde_json::from_str(&text)
+            .map_err(|e| Error::Input(format!("{} is not a neardup summary: {e}", path.display())))
+    }
+}

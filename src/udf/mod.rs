@@ -1,0 +1,51 @@
+//! The project's SQL functions, one file each. They are stateless (every option is a literal
+//! argument), so the same plan can be shipped to other executors.
+
+mod bucket;
+mod hamming;
+mod simhash;
+
+use std::sync::Arc;
+
+use datafusion::execution::FunctionRegistry;
+use datafusion::logical_expr::ScalarUDF;
+
+pub use bucket::bucket_udf;
+pub use hamming::hamming_udf;
+pub use simhash::simhash_udf;
+
+/// Every scalar function this crate provides.
+pub fn functions() -> Vec<Arc<ScalarUDF>> {
+    vec![simhash_udf(), hamming_udf(), bucket_udf()]
+}
+
+/// Registers every function of this crate, e.g. in a `SessionContext`.
+pub fn register_all(registry: &mut dyn FunctionRegistry) -> datafusion::error::Result<()> {
+    for udf in functions() {
+        registry.register_udf(udf)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+pub(crate) mod test_util {
+    use datafusion::arrow::array::RecordBatch;
+    use datafusion::prelude::SessionContext;
+
+    /// A context with this crate's functions, for tests that run SQL.
+    pub fn context() -> SessionContext {
+        let mut ctx = SessionContext::new();
+        super::register_all(&mut ctx).expect("register functions");
+        ctx
+    }
+
+    pub async fn sql(sql: &str) -> Vec<RecordBatch> {
+        context()
+            .sql(sql)
+            .await
+            .expect("plan")
+            .collect()
+            .await
+            .expect("run")
+    }
+}

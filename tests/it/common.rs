@@ -1,0 +1,109 @@
+//! Helpers shared by the integration tests: running the binary, writing and reading Parquet.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Int64Array, RecordBatch, UInt64Array};
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::parquet::arrow::ArrowWriter;
+use datafusion::prelude::{ParquetReadOptions, SessionContext};
+
+/// Runs the `neardup` binary with `args`.
+pub fn neardup(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_neardup"))
+        .args(args)
+        .output()
+        .expect("the neardup binary runs")
+}
+
+/// Runs the binary and insists it succeeds; returns its standard output.
+pub fn neardup_ok(args: &[&str]) -> String {
+    let out = neardup(args);
+    assert!(
+        out.status.success(),
+        "neardup {args:?} failed with {:?}:\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8 output")
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+pub fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(name)
+}
+
+pub fn path_str(path: &Path) -> &str {
+    path.to_str().expect("utf-8 path")
+}
+
+/// Rows of a SQL query over the Parquet folders of an output (`signatures`, `pairs`, ...).
+pub async fn query(output: &Path, sql: &str) -> Vec<RecordBatch> {
+    let mut ctx = SessionContext::new();
+    neardup::udf::register_all(&mut ctx).expect("functions");
+    for table in ["signatures", "pairs", "groups", "dedup"] {
+        let dir = output.join(table);
+        if dir.is_dir() {
+            ctx.register_parquet(
+                table,
+                &format!("{}/", dir.display()),
+                ParquetReadOptions::default(),
+            )
+            .await
+            .expect("register output table");
+        }
+    }
+    ctx.sql(sql)
+        .await
+        .expect("plan")
+        .collect()
+        .await
+        .expect("run")
+}
+
+/// Writes fingerprints as a Parquet file with columns id (Int64) and simhash (UInt64).
+pub fn write_fingerprints(path: &Path, fingerprints: &[(i64, u64)]) {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("simhash", DataType::UInt64, false),
+    ]));
+    let batch = RecordBatch::try_new(
+        Arc::clone(&schema),
+        vec![
+            Arc::new(Int64Array::from_iter_values(
+                fingerprints.iter().map(|f| f.0),
+            )),
+            Arc::new(UInt64Array::from_iter_values(
+                fingerprints.iter().map(|f| f.1),
+            )),
+        ],
+    )
+    .expect("batch");
+    let file = std::fs::File::create(path).expect("create parquet");
+    let mut writer = ArrowWriter::try_new(file, schema, None).expect("writer");
+    writer.write(&batch).expect("write");
+    writer.close().expect("close");
+}
+
+/// A small deterministic generator (SplitMix64), so tests need no seed handling.
+pub struct SplitMix64(pub u64);
+
+impl SplitMix64 {
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}

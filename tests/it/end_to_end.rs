@@ -1,0 +1,285 @@
+//! `neardup run` and `neardup query` through the binary, on the shipped sample: Chinese and
+//! English documents, exact copies, edited copies, same-topic documents that are not copies,
+//! and NULL, empty and punctuation-only texts.
+
+use std::collections::BTreeSet;
+
+use datafusion::arrow::array::{Array, AsArray};
+use datafusion::arrow::datatypes::{Int64Type, UInt8Type, UInt64Type};
+
+use crate::common::{fixture, neardup, neardup_ok, path_str, query, stderr};
+
+/// The duplicate groups the sample was written with (see fixtures/README.md), each listed
+/// representative first.
+const EXPECTED_GROUPS: [&[i64]; 4] = [&[1, 5, 9], &[2, 12], &[3, 7, 11], &[4, 20]];
+const NO_FINGERPRINT: [i64; 4] = [13, 15, 16, 19];
+const DOCUMENTS: i64 = 20;
+
+fn ids(batches: &[datafusion::arrow::array::RecordBatch]) -> Vec<i64> {
+    batches
+        .iter()
+        .flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec())
+        .collect()
+}
+
+#[tokio::test]
+async fn sample_run_finds_the_planted_groups() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = dir.path().join("out");
+    let input = fixture("sample.parquet");
+    let stdout = neardup_ok(&[
+        "run",
+        "--input",
+        path_str(&input),
+        "--output",
+        path_str(&output),
+    ]);
+    assert!(stdout.contains("4 groups"), "{stdout}");
+
+    // groups: membership, representative (first in input order), size, numbering.
+    let batches = query(
+        &output,
+        "SELECT group_id, id, representative_id, group_size FROM groups ORDER BY group_id, id",
+    )
+    .await;
+    let mut got: Vec<(u64, i64, i64, i64)> = Vec::new();
+    for b in &batches {
+        for i in 0..b.num_rows() {
+            got.push((
+                b.column(0).as_primitive::<UInt64Type>().value(i),
+                b.column(1).as_primitive::<Int64Type>().value(i),
+                b.column(2).as_primitive::<Int64Type>().value(i),
+                b.column(3).as_primitive::<Int64Type>().value(i),
+            ));
+        }
+    }
+    let mut expected = Vec::new();
+    for (number, members) in EXPECTED_GROUPS.iter().enumerate() {
+        let mut sorted = members.to_vec();
+        sorted.sort_unstable();
+        for id in sorted {
+            expected.push((number as u64 + 1, id, members[0], members.len() as i64));
+        }
+    }
+    assert_eq!(got, expected);
+
+    // signatures: one row per document; no fingerprint for NULL, empty, blank, punctuation.
+    let all = ids(&query(&output, "SELECT id FROM signatures ORDER BY id").await);
+    assert_eq!(all, (1..=DOCUMENTS).collect::<Vec<_>>());
+    let unsigned = ids(&query(
+        &output,
+        "SELECT id FROM signatures WHERE simhash IS NULL ORDER BY id",
+    )
+    .await);
+    assert_eq!(unsigned, NO_FINGERPRINT);
+    let bands = query(
+        &output,
+        "SELECT count(*) FROM signatures WHERE simhash IS NOT NULL AND \
+         (bucket1 <> bucket(simhash, 1) OR bucket4 <> bucket(simhash, 4) \
+          OR arrow_cast(bucket1, 'UInt64') * 281474976710656 + arrow_cast(bucket2, 'UInt64') * 4294967296 \
+             + arrow_cast(bucket3, 'UInt64') * 65536 + arrow_cast(bucket4, 'UInt64') <> simhash)",
+    )
+    .await;
+    assert_eq!(
+        bands[0].column(0).as_primitive::<Int64Type>().value(0),
+        0,
+        "bands reassemble the fingerprint"
+    );
+
+    // pairs: exactly the brute-force pairs over the signatures, distance recomputed.
+    let sigs = query(
+        &output,
+        "SELECT id, simhash FROM signatures WHERE simhash IS NOT NULL ORDER BY id",
+    )
+    .await;
+    let mut fingerprints = Vec::new();
+    for b in &sigs {
+        let (id, f) = (
+            b.column(0).as_primitive::<Int64Type>(),
+            b.column(1).as_primitive::<UInt64Type>(),
+        );
+        for i in 0..b.num_rows() {
+            fingerprints.push((id.value(i), f.value(i)));
+        }
+    }
+    let mut expected_pairs = Vec::new();
+    for (i, &(a, fa)) in fingerprints.iter().enumerate() {
+        for &(b, fb) in &fingerprints[i + 1..] {
+            let d = (fa ^ fb).count_ones();
+            if d <= 3 {
+                expected_pairs.push((a.min(b), a.max(b), d as u8));
+            }
+        }
+    }
+    expected_pairs.sort_unstable();
+    let batches = query(
+        &output,
+        "SELECT id_a, id_b, distance FROM pairs ORDER BY id_a, id_b",
+    )
+    .await;
+    let mut pairs = Vec::new();
+    for b in &batches {
+        for i in 0..b.num_rows() {
+            pairs.push((
+                b.column(0).as_primitive::<Int64Type>().value(i),
+                b.column(1).as_primitive::<Int64Type>().value(i),
+                b.column(2).as_primitive::<UInt8Type>().value(i),
+            ));
+        }
+    }
+    assert_eq!(pairs, expected_pairs);
+    assert!(
+        pairs.contains(&(1, 5, 0)),
+        "the exact copy is a pair at distance 0"
+    );
+
+    // dedup: every input column, every row but the non-representatives.
+    let removed: BTreeSet<i64> = EXPECTED_GROUPS
+        .iter()
+        .flat_map(|g| g[1..].iter().copied())
+        .collect();
+    let kept = ids(&query(&output, "SELECT id FROM dedup ORDER BY id").await);
+    let expected_kept: Vec<i64> = (1..=DOCUMENTS).filter(|id| !removed.contains(id)).collect();
+    assert_eq!(kept, expected_kept);
+    let columns = query(&output, "SELECT * FROM dedup LIMIT 1").await;
+    let names: Vec<String> = columns[0]
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect();
+    assert_eq!(names, ["id", "lang", "note", "text"]);
+    let null_text = query(&output, "SELECT text FROM dedup WHERE id = 13").await;
+    assert!(
+        null_text[0].column(0).is_null(0),
+        "a NULL text is kept as NULL"
+    );
+
+    // summary.json
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(output.join("summary.json")).unwrap())
+            .unwrap();
+    let counts = &summary["counts"];
+    assert_eq!(counts["documents"], DOCUMENTS);
+    assert_eq!(counts["null_texts"], 1);
+    assert_eq!(counts["empty_texts"], 3);
+    assert_eq!(counts["groups"], 4);
+    assert_eq!(counts["grouped_documents"], 10);
+    assert_eq!(counts["documents_removed"], 6);
+    assert_eq!(counts["documents_kept"], DOCUMENTS - 6);
+    assert_eq!(counts["pairs"], expected_pairs.len());
+    assert_eq!(summary["parameters"]["k"], 3);
+    assert!(output.join("_SUCCESS").is_file());
+    assert!(
+        !output.join("_work").exists(),
+        "internal tables are removed"
+    );
+}
+
+#[tokio::test]
+async fn query_formats_and_existing_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = dir.path().join("out");
+    let out = path_str(&output);
+    let input = fixture("sample.parquet");
+    neardup_ok(&["run", "--input", path_str(&input), "--output", out]);
+
+    // Groups joined with their text through `corpus`; CSV to standard output.
+    let csv = neardup_ok(&[
+        "query",
+        "--data",
+        out,
+        "--format",
+        "csv",
+        "SELECT g.group_id, count(*) AS docs, min(c.lang) AS lang FROM groups g \
+         JOIN corpus c ON c.id = g.id GROUP BY g.group_id ORDER BY g.group_id",
+    ]);
+    assert_eq!(csv, "group_id,docs,lang\n1,3,zh\n2,2,zh\n3,3,en\n4,2,en\n");
+
+    // Several statements: the last one's result; JSON lines; the project's functions.
+    let json = neardup_ok(&[
+        "query",
+        "--data",
+        out,
+        "--format",
+        "json",
+        "CREATE VIEW big AS SELECT * FROM groups WHERE group_size = 3; \
+         SELECT id, hamming(simhash, simhash) AS self FROM signatures WHERE id IN (SELECT id FROM big) ORDER BY id",
+    ]);
+    let lines: Vec<serde_json::Value> = json
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let got: Vec<i64> = lines.iter().map(|v| v["id"].as_i64().unwrap()).collect();
+    assert_eq!(got, [1, 3, 5, 7, 9, 11]);
+    assert!(lines.iter().all(|v| v["self"] == 0));
+
+    // Parquet to a file, and the table format.
+    let file = dir.path().join("groups.parquet");
+    neardup_ok(&[
+        "query",
+        "--data",
+        out,
+        "--format",
+        "parquet",
+        "--out",
+        path_str(&file),
+        "SELECT * FROM groups",
+    ]);
+    let table = neardup_ok(&[
+        "query",
+        &format!("SELECT count(*) AS n FROM '{}'", path_str(&file)),
+    ]);
+    assert!(table.contains("| 10 |"), "{table}");
+
+    // An existing output is refused without --overwrite, replaced with it.
+    let again = neardup(&["run", "--input", path_str(&input), "--output", out]);
+    assert_eq!(again.status.code(), Some(2));
+    assert!(stderr(&again).contains("--overwrite"), "{}", stderr(&again));
+    neardup_ok(&[
+        "run",
+        "--input",
+        path_str(&input),
+        "--output",
+        out,
+        "--overwrite",
+        "--k",
+        "0",
+    ]);
+    let summary = std::fs::read_to_string(output.join("summary.json")).unwrap();
+    assert!(summary.contains("\"k\": 0"), "{summary}");
+}
+
+#[tokio::test]
+async fn shipped_sample_matches_its_source() {
+    // fixtures/sample.parquet is built from fixtures/sample.jsonl (fixtures/README.md).
+    let source = std::fs::read_to_string(fixture("sample.jsonl")).unwrap();
+    let rows: Vec<serde_json::Value> = source
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let json = neardup_ok(&[
+        "query",
+        "--format",
+        "json",
+        &format!(
+            "SELECT id, lang, note, text FROM '{}' ORDER BY id",
+            path_str(&fixture("sample.parquet"))
+        ),
+    ]);
+    let parquet_rows: Vec<serde_json::Value> = json
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(parquet_rows.len(), rows.len());
+    for (a, b) in rows.iter().zip(&parquet_rows) {
+        for column in ["id", "lang", "note"] {
+            assert_eq!(a[column], b[column]);
+        }
+        // JSON lines leave NULL columns out.
+        assert_eq!(
+            a["text"],
+            *b.get("text").unwrap_or(&serde_json::Value::Null)
+        );
+    }
+}

@@ -1,0 +1,161 @@
+//! Bad input gets a clear error that names the file and column, and the right exit code.
+
+use crate::common::{fixture, neardup, neardup_ok, path_str, stderr};
+
+#[test]
+fn missing_column_is_named_with_the_columns_that_exist() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let result = neardup(&[
+        "run",
+        "--input",
+        path_str(&fixture("sample.parquet")),
+        "--output",
+        path_str(&out),
+        "--text-column",
+        "body",
+    ]);
+    assert_eq!(result.status.code(), Some(1));
+    let message = stderr(&result);
+    assert!(message.contains("no text column 'body'"), "{message}");
+    assert!(message.contains("id, lang, note, text"), "{message}");
+    assert!(message.contains("sample.parquet"), "{message}");
+    assert!(!out.exists(), "no output after a failed run");
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "no staging folder left behind"
+    );
+}
+
+#[test]
+fn text_column_of_the_wrong_type() {
+    let dir = tempfile::tempdir().unwrap();
+    let result = neardup(&[
+        "run",
+        "--input",
+        path_str(&fixture("sample.parquet")),
+        "--output",
+        path_str(&dir.path().join("out")),
+        "--text-column",
+        "id",
+    ]);
+    assert_eq!(result.status.code(), Some(1));
+    assert!(
+        stderr(&result).contains("must be a string column"),
+        "{}",
+        stderr(&result)
+    );
+}
+
+#[test]
+fn k_beyond_the_band_plan_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let result = neardup(&[
+        "run",
+        "--input",
+        path_str(&fixture("sample.parquet")),
+        "--output",
+        path_str(&dir.path().join("out")),
+        "--k",
+        "4",
+    ]);
+    assert_eq!(result.status.code(), Some(2));
+    assert!(stderr(&result).contains("0..=3"), "{}", stderr(&result));
+}
+
+#[test]
+fn a_file_that_is_not_parquet_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let bogus = dir.path().join("notes.parquet");
+    std::fs::write(&bogus, "plain text, not Parquet").unwrap();
+    let result = neardup(&[
+        "run",
+        "--input",
+        path_str(&bogus),
+        "--output",
+        path_str(&dir.path().join("out")),
+    ]);
+    assert_eq!(result.status.code(), Some(1));
+    let message = stderr(&result);
+    assert!(
+        message.contains("notes.parquet") && message.contains("not a readable Parquet file"),
+        "{message}"
+    );
+    assert!(!message.contains("panicked"), "{message}");
+}
+
+#[test]
+fn duplicate_and_null_ids_are_refused_with_examples() {
+    let dir = tempfile::tempdir().unwrap();
+    let duplicated = dir.path().join("dup.parquet");
+    neardup_ok(&[
+        "query",
+        &format!(
+            "COPY (SELECT * FROM (VALUES (7, 'a b c'), (7, 'd e f'), (8, 'g h i')) AS t(id, text)) TO '{}'",
+            path_str(&duplicated)
+        ),
+    ]);
+    let result = neardup(&[
+        "run",
+        "--input",
+        path_str(&duplicated),
+        "--output",
+        path_str(&dir.path().join("o1")),
+    ]);
+    assert_eq!(result.status.code(), Some(1));
+    let message = stderr(&result);
+    assert!(
+        message.contains("duplicate") && message.contains("| 7 "),
+        "{message}"
+    );
+
+    let null_id = dir.path().join("null.parquet");
+    neardup_ok(&[
+        "query",
+        &format!(
+            "COPY (SELECT * FROM (VALUES (1, 'a b c'), (NULL, 'd e f')) AS t(id, text)) TO '{}'",
+            path_str(&null_id)
+        ),
+    ]);
+    let result = neardup(&[
+        "run",
+        "--input",
+        path_str(&null_id),
+        "--output",
+        path_str(&dir.path().join("o2")),
+    ]);
+    assert_eq!(result.status.code(), Some(1));
+    let message = stderr(&result);
+    assert!(
+        message.contains("is NULL at") && message.contains("null.parquet row 1"),
+        "{message}"
+    );
+}
+
+#[test]
+fn inputs_with_different_schemas_name_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let other = dir.path().join("other.parquet");
+    neardup_ok(&[
+        "query",
+        &format!(
+            "COPY (SELECT 1 AS id, 'x y' AS body) TO '{}'",
+            path_str(&other)
+        ),
+    ]);
+    let result = neardup(&[
+        "run",
+        "--input",
+        path_str(&fixture("sample.parquet")),
+        path_str(&other),
+        "--output",
+        path_str(&dir.path().join("out")),
+    ]);
+    assert_eq!(result.status.code(), Some(1));
+    let message = stderr(&result);
+    assert!(
+        message.contains("other.parquet") && message.contains("does not have the schema"),
+        "{message}"
+    );
+}

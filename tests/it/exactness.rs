@@ -1,0 +1,183 @@
+//! The matching stages against an oracle: random 64-bit fingerprints with planted neighbours at
+//! distances 0..=4, through `neardup match` (the same SQL stages `run` uses), compared with a
+//! brute-force all-pairs scan and a breadth-first clustering written independently here.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use datafusion::arrow::array::AsArray;
+use datafusion::arrow::datatypes::{Int64Type, UInt8Type, UInt64Type};
+
+use crate::common::{SplitMix64, neardup_ok, path_str, query, write_fingerprints};
+
+/// Rows in input order: (id, fingerprint). Ids run backwards so that "first in input order"
+/// and "smallest id" disagree, and the test can tell which rule the job applied.
+fn planted_fingerprints() -> Vec<(i64, u64)> {
+    let mut rng = SplitMix64(42);
+    let mut fingerprints: Vec<u64> = (0..1500).map(|_| rng.next()).collect();
+    // Neighbours at distance 0..=4 from random earlier fingerprints.
+    for i in 0..700u64 {
+        let base = fingerprints[rng.below(fingerprints.len() as u64) as usize];
+        let mut neighbour = base;
+        let mut flipped = BTreeSet::new();
+        while flipped.len() < (i % 5) as usize {
+            flipped.insert(rng.below(64));
+        }
+        for bit in flipped {
+            neighbour ^= 1 << bit;
+        }
+        fingerprints.push(neighbour);
+    }
+    // A chain whose ends are far apart: one group only through transitivity.
+    let mut link = rng.next();
+    for bit in [3u64, 17, 29, 41, 53, 60] {
+        link ^= 1 << bit;
+        fingerprints.push(link);
+    }
+    // Skew: many copies of one fingerprint, and two bands shared by fingerprints far apart.
+    let popular = rng.next();
+    fingerprints.extend(std::iter::repeat_n(popular, 40));
+    let shared_band = rng.next() & 0xFFFF;
+    for _ in 0..50 {
+        fingerprints.push((rng.next() & !0xFFFF) | shared_band);
+    }
+    let n = fingerprints.len() as i64;
+    fingerprints
+        .into_iter()
+        .enumerate()
+        .map(|(row, f)| (n - row as i64, f))
+        .collect()
+}
+
+fn brute_force_pairs(rows: &[(i64, u64)], k: u32) -> Vec<(i64, i64, u8)> {
+    let mut pairs = Vec::new();
+    for (i, &(id_i, f_i)) in rows.iter().enumerate() {
+        for &(id_j, f_j) in &rows[i + 1..] {
+            let d = (f_i ^ f_j).count_ones();
+            if d <= k {
+                pairs.push((id_i.min(id_j), id_i.max(id_j), d as u8));
+            }
+        }
+    }
+    pairs.sort_unstable();
+    pairs
+}
+
+/// (id, group_id, representative_id, group_size, distance) by breadth-first search.
+fn bfs_groups(rows: &[(i64, u64)], pairs: &[(i64, i64, u8)]) -> Vec<(i64, u64, i64, i64, u8)> {
+    let row_of: BTreeMap<i64, usize> = rows
+        .iter()
+        .enumerate()
+        .map(|(r, &(id, _))| (id, r))
+        .collect();
+    let mut neighbours: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    for &(a, b, _) in pairs {
+        neighbours.entry(row_of[&a]).or_default().push(row_of[&b]);
+        neighbours.entry(row_of[&b]).or_default().push(row_of[&a]);
+    }
+    let mut seen = BTreeSet::new();
+    let mut components: Vec<Vec<usize>> = Vec::new();
+    for &start in neighbours.keys() {
+        if !seen.insert(start) {
+            continue;
+        }
+        let mut component = vec![start];
+        let mut queue = VecDeque::from([start]);
+        while let Some(r) = queue.pop_front() {
+            for &next in &neighbours[&r] {
+                if seen.insert(next) {
+                    component.push(next);
+                    queue.push_back(next);
+                }
+            }
+        }
+        component.sort_unstable();
+        components.push(component);
+    }
+    // Groups are numbered by their representative's (first member's) input order.
+    components.sort_by_key(|c| c[0]);
+    let mut groups = Vec::new();
+    for (number, component) in components.iter().enumerate() {
+        let (rep_id, rep_f) = rows[component[0]];
+        for &r in component {
+            let (id, f) = rows[r];
+            groups.push((
+                id,
+                number as u64 + 1,
+                rep_id,
+                component.len() as i64,
+                (f ^ rep_f).count_ones() as u8,
+            ));
+        }
+    }
+    groups.sort_unstable();
+    groups
+}
+
+#[tokio::test]
+async fn pairs_and_groups_equal_brute_force_for_every_supported_k() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("fingerprints.parquet");
+    let rows = planted_fingerprints();
+    write_fingerprints(&input, &rows);
+    for k in 0..=3u32 {
+        let output = dir.path().join(format!("k{k}"));
+        neardup_ok(&[
+            "match",
+            "--signatures",
+            path_str(&input),
+            "--output",
+            path_str(&output),
+            "--k",
+            &k.to_string(),
+        ]);
+
+        let expected_pairs = brute_force_pairs(&rows, k);
+        assert!(
+            expected_pairs.len() > 100,
+            "the planted data must exercise k = {k}"
+        );
+        let batches = query(
+            &output,
+            "SELECT id_a, id_b, distance FROM pairs ORDER BY id_a, id_b",
+        )
+        .await;
+        let mut pairs = Vec::new();
+        for b in &batches {
+            let (a, bb, d) = (
+                b.column(0).as_primitive::<Int64Type>(),
+                b.column(1).as_primitive::<Int64Type>(),
+                b.column(2).as_primitive::<UInt8Type>(),
+            );
+            for i in 0..b.num_rows() {
+                pairs.push((a.value(i), bb.value(i), d.value(i)));
+            }
+        }
+        assert_eq!(pairs.len(), expected_pairs.len(), "pair count at k = {k}");
+        assert_eq!(pairs, expected_pairs, "pairs at k = {k}");
+
+        let expected_groups = bfs_groups(&rows, &expected_pairs);
+        let batches = query(
+            &output,
+            "SELECT id, group_id, representative_id, group_size, distance FROM groups ORDER BY id",
+        )
+        .await;
+        let mut groups = Vec::new();
+        for b in &batches {
+            let id = b.column(0).as_primitive::<Int64Type>();
+            let group = b.column(1).as_primitive::<UInt64Type>();
+            let rep = b.column(2).as_primitive::<Int64Type>();
+            let size = b.column(3).as_primitive::<Int64Type>();
+            let distance = b.column(4).as_primitive::<UInt8Type>();
+            for i in 0..b.num_rows() {
+                groups.push((
+                    id.value(i),
+                    group.value(i),
+                    rep.value(i),
+                    size.value(i),
+                    distance.value(i),
+                ));
+            }
+        }
+        assert_eq!(groups, expected_groups, "groups at k = {k}");
+    }
+}

@@ -1,0 +1,6 @@
+//! Integration tests, one binary (each test binary links DataFusion, so there is only one).
+
+mod common;
+mod end_to_end;
+mod errors;
+mod exactness;
