@@ -156,6 +156,17 @@ impl Corpus {
         if is_string(&text_type) {
             return Ok(());
         }
+        if matches!(
+            text_type,
+            DataType::Binary | DataType::LargeBinary | DataType::BinaryView
+        ) {
+            return Err(Error::Input(format!(
+                "{}: text column '{name}' has type {text_type} (bytes, not text); neardup reads \
+                 UTF-8 strings and will not guess an encoding. Decode it first, e.g. \
+                 neardup query \"COPY (SELECT id, CAST({name} AS VARCHAR) AS text FROM '<file>') TO '<new file>'\"",
+                self.files[0].display()
+            )));
+        }
         Err(Error::Input(format!(
             "{}: text column '{name}' has type {text_type}; it must be a string column",
             self.files[0].display()
@@ -194,6 +205,13 @@ fn is_string(data_type: &DataType) -> bool {
 
 fn read_schema(file: &Path) -> Result<SchemaRef> {
     let handle = File::open(file).map_err(|e| Error::io(file, e))?;
+    let size = handle.metadata().map_err(|e| Error::io(file, e))?.len();
+    if size == 0 {
+        return Err(Error::Input(format!(
+            "{} is empty (0 bytes), not a Parquet file",
+            file.display()
+        )));
+    }
     let builder = ParquetRecordBatchReaderBuilder::try_new(handle).map_err(|e| {
         Error::Input(format!(
             "{} is not a readable Parquet file: {e}",

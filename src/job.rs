@@ -96,8 +96,57 @@ impl Stopwatch {
             stage: stage.to_string(),
             seconds,
         });
+        pause_for_tests(stage);
         Ok(value)
     }
+}
+
+/// Fault injection for the interruption tests: `NEARDUP_PAUSE_AFTER_STAGE=<stage>` holds the
+/// run for a minute after that stage, so a test can kill it at a known point.
+fn pause_for_tests(stage: &str) {
+    if std::env::var("NEARDUP_PAUSE_AFTER_STAGE").is_ok_and(|s| s == stage) {
+        eprintln!("neardup: pausing after {stage} (NEARDUP_PAUSE_AFTER_STAGE)");
+        std::thread::sleep(std::time::Duration::from_secs(60));
+    }
+}
+
+/// A stage failed inside DataFusion: if an input file is corrupt, say which one (DataFusion's
+/// message does not say which file of many it was reading).
+async fn name_corrupt_input(ctx: &SessionContext, error: Error, corpus: &Corpus) -> Error {
+    if !matches!(error, Error::Query { .. }) {
+        return error;
+    }
+    match find_unreadable_file(ctx, &corpus.files).await {
+        Some((file, message)) => {
+            Error::Input(format!("{} cannot be read: {message}", file.display()))
+        }
+        None => error,
+    }
+}
+
+/// Reads every file completely, the way the stages read it, and returns the first that fails
+/// with its error. Runs only after a failure, so its cost is paid only then.
+async fn find_unreadable_file(
+    ctx: &SessionContext,
+    files: &[PathBuf],
+) -> Option<(PathBuf, String)> {
+    for file in files {
+        let path = file.display().to_string();
+        let read = async {
+            let frame = ctx
+                .read_parquet(path, ParquetReadOptions::default().file_extension(""))
+                .await?;
+            let mut stream = frame.execute_stream().await?;
+            while let Some(batch) = stream.next().await {
+                batch?;
+            }
+            Ok::<(), datafusion::error::DataFusionError>(())
+        };
+        if let Err(e) = read.await {
+            return Some((file.clone(), e.to_string()));
+        }
+    }
+    None
 }
 
 /// `neardup run`: Parquet corpus in; signatures, pairs, groups, dedup and summary out.
@@ -110,26 +159,30 @@ pub async fn run(options: &RunOptions) -> Result<Summary> {
     let staging = StagingDir::create(&options.output, options.overwrite)?;
     let ctx = session_context()?;
     register_corpus(&ctx, &corpus).await?;
-    clock
-        .time("check ids", check_ids(&ctx, &corpus, &options.id_column))
-        .await?;
-
     let params = stage_params(staging.path(), &options.id_column, options.k)
         .set("text", quote_ident(&options.text_column))
         .clone();
-    clock
-        .time(
-            "signatures",
-            pipeline::run_stage(&ctx, &pipeline::SIGNATURES, &params),
-        )
-        .await?;
-    run_matching(&ctx, &params, &mut clock).await?;
-    clock
-        .time(
-            "dedup",
-            pipeline::run_stage(&ctx, &pipeline::DEDUP, &params),
-        )
-        .await?;
+    let stages = async {
+        clock
+            .time("check ids", check_ids(&ctx, &corpus, &options.id_column))
+            .await?;
+        clock
+            .time(
+                "signatures",
+                pipeline::run_stage(&ctx, &pipeline::SIGNATURES, &params),
+            )
+            .await?;
+        run_matching(&ctx, &params, &mut clock).await?;
+        clock
+            .time(
+                "dedup",
+                pipeline::run_stage(&ctx, &pipeline::DEDUP, &params),
+            )
+            .await
+    };
+    if let Err(e) = stages.await {
+        return Err(name_corrupt_input(&ctx, e, &corpus).await);
+    }
 
     let mut counts = count(&ctx, true).await?;
     let kept = count_rows(&ctx, "dedup").await?;
@@ -154,14 +207,19 @@ pub async fn match_fingerprints(options: &MatchOptions) -> Result<Summary> {
     let staging = StagingDir::create(&options.output, options.overwrite)?;
     let ctx = session_context()?;
     register_corpus(&ctx, &corpus).await?;
-    clock
-        .time("check ids", check_ids(&ctx, &corpus, &options.id_column))
-        .await?;
     let params = stage_params(staging.path(), &options.id_column, options.k)
         .set("simhash", quote_ident(&options.simhash_column))
         .clone();
-    pipeline::run_stage(&ctx, &pipeline::SIGNATURES_GIVEN, &params).await?;
-    run_matching(&ctx, &params, &mut clock).await?;
+    let stages = async {
+        clock
+            .time("check ids", check_ids(&ctx, &corpus, &options.id_column))
+            .await?;
+        pipeline::run_stage(&ctx, &pipeline::SIGNATURES_GIVEN, &params).await?;
+        run_matching(&ctx, &params, &mut clock).await
+    };
+    if let Err(e) = stages.await {
+        return Err(name_corrupt_input(&ctx, e, &corpus).await);
+    }
     let counts = count(&ctx, false).await?;
     let parameters = parameters(
         options.k,

@@ -6,8 +6,29 @@ use neardup::cli::{Cli, execute};
 fn main() -> ExitCode {
     // A panic is a bug: say so plainly instead of printing Rust's message, and exit non-zero.
     std::panic::set_hook(Box::new(|info| {
-        eprintln!("neardup: internal error (a bug in neardup, please report it): {info}");
+        let payload = info.payload();
+        let message = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        let place = info
+            .location()
+            .map(|l| format!(" ({}:{})", l.file(), l.line()))
+            .unwrap_or_default();
+        eprintln!("neardup: internal error, a bug in neardup; please report it: {message}{place}");
     }));
+    // Ctrl-C or SIGTERM: no half-written output may stay behind. The process ends without
+    // unwinding, so the staging folders are removed here rather than by `Drop`.
+    if let Err(e) = ctrlc::set_handler(|| {
+        neardup::output::remove_live_staging();
+        eprintln!("neardup: interrupted; nothing was written (an earlier output is untouched)");
+        std::process::exit(130);
+    }) {
+        eprintln!(
+            "neardup: warning: cannot handle Ctrl-C ({e}); an interrupted run may leave a staging folder"
+        );
+    }
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -20,6 +41,10 @@ fn main() -> ExitCode {
         }
     };
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        // Fault injection for the test of this very handler.
+        if std::env::var_os("NEARDUP_PANIC_FOR_TESTS").is_some() {
+            panic!("injected by NEARDUP_PANIC_FOR_TESTS");
+        }
         runtime.block_on(execute(cli))
     }));
     match outcome {

@@ -3,8 +3,26 @@
 //! and only if it is a neardup output (never someone's home folder).
 
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use crate::error::{Error, Result};
+
+/// Staging folders of this process, for the interrupt handler to remove (a Ctrl-C ends the
+/// process without unwinding, so `Drop` does not run).
+static LIVE_STAGING: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+/// Removes every staging folder this process still has; called on Ctrl-C or SIGTERM.
+pub fn remove_live_staging() {
+    if let Ok(folders) = LIVE_STAGING.lock() {
+        for folder in folders.iter() {
+            let _ = std::fs::remove_dir_all(folder);
+        }
+    }
+}
+
+fn staging_prefix(name: &str) -> String {
+    format!(".{name}.neardup-staging-")
+}
 
 /// The file whose presence says a folder holds a complete neardup output.
 pub const COMPLETE_MARKER: &str = "_SUCCESS";
@@ -52,11 +70,15 @@ impl StagingDir {
         }
         let parent = target.parent().unwrap_or(Path::new("/")).to_path_buf();
         std::fs::create_dir_all(&parent).map_err(|e| Error::io(&parent, e))?;
-        let staging = parent.join(format!(".{name}.neardup-staging-{}", std::process::id()));
+        remove_abandoned_staging(&parent, &name);
+        let staging = parent.join(format!("{}{}", staging_prefix(&name), std::process::id()));
         if staging.exists() {
             std::fs::remove_dir_all(&staging).map_err(|e| Error::io(&staging, e))?;
         }
         std::fs::create_dir(&staging).map_err(|e| Error::io(&staging, e))?;
+        if let Ok(mut live) = LIVE_STAGING.lock() {
+            live.push(staging.clone());
+        }
         Ok(Self {
             target,
             staging,
@@ -81,7 +103,9 @@ impl StagingDir {
         std::fs::write(&marker, b"").map_err(|e| Error::io(&marker, e))?;
         let mut old = None;
         if self.overwrite && self.target.exists() {
-            let aside = self.staging.with_extension("old");
+            let mut aside_name = self.staging.as_os_str().to_os_string();
+            aside_name.push(".old");
+            let aside = PathBuf::from(aside_name);
             std::fs::rename(&self.target, &aside).map_err(|e| Error::io(&self.target, e))?;
             old = Some(aside);
         }
@@ -99,6 +123,30 @@ impl Drop for StagingDir {
         if !self.committed {
             // Best effort: a failed run must not leave a half-written folder behind.
             let _ = std::fs::remove_dir_all(&self.staging);
+        }
+        if let Ok(mut live) = LIVE_STAGING.lock() {
+            live.retain(|folder| folder != &self.staging);
+        }
+    }
+}
+
+/// Removes staging folders for the same target left by runs that were killed (`kill -9`, power
+/// loss): their process no longer exists. Linux only (it asks /proc); elsewhere they stay, and
+/// their names say what they are.
+fn remove_abandoned_staging(parent: &Path, name: &str) {
+    let prefix = staging_prefix(name);
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let file_name = entry.file_name().to_string_lossy().into_owned();
+        let Some(pid) = file_name.strip_prefix(&prefix) else {
+            continue;
+        };
+        let pid = pid.trim_end_matches(".old");
+        let alive = Path::new("/proc").join(pid).exists();
+        if Path::new("/proc/self").exists() && !alive && pid.parse::<u32>().is_ok() {
+            let _ = std::fs::remove_dir_all(entry.path());
         }
     }
 }
@@ -138,6 +186,20 @@ mod tests {
         drop(staging);
         assert!(!staged.exists());
         assert!(is_output_dir(&target));
+    }
+
+    #[test]
+    fn abandoned_staging_of_a_dead_process_is_removed() {
+        let root = tempfile::tempdir().unwrap();
+        // No process has pid 4000000000; one of another target is left alone.
+        let dead = root.path().join(".out.neardup-staging-4000000000");
+        let other = root.path().join(".other.neardup-staging-4000000000");
+        std::fs::create_dir(&dead).unwrap();
+        std::fs::create_dir(&other).unwrap();
+        let staging = StagingDir::create(&root.path().join("out"), false).unwrap();
+        assert!(!dead.exists());
+        assert!(other.exists());
+        assert!(staging.path().exists());
     }
 
     #[test]

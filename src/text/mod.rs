@@ -124,4 +124,44 @@ mod tests {
         let b = simhash("今天纽约的天气真好啊 京华大酒店的张尧经理吃了一只北京烤鸭").unwrap();
         assert_eq!(a, b);
     }
+
+    mod properties {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// Han, Latin, Cyrillic, punctuation, emoji, whitespace and control characters.
+        fn mixed_char() -> impl Strategy<Value = char> {
+            prop::char::ranges(
+                vec![
+                    '\u{4E00}'..='\u{9FFF}',
+                    'a'..='z',
+                    'A'..='Z',
+                    '\u{0400}'..='\u{04FF}',
+                    '!'..='/',
+                    '\u{3000}'..='\u{303F}',
+                    '\u{1F600}'..='\u{1F64F}',
+                    '\u{0000}'..='\u{0020}',
+                ]
+                .into(),
+            )
+        }
+
+        proptest! {
+            #[test]
+            fn any_string_fingerprints_without_panic_and_deterministically(text in any::<String>()) {
+                prop_assert_eq!(simhash(&text), simhash(&text));
+            }
+
+            #[test]
+            fn mixed_scripts_fingerprint_deterministically(chars in prop::collection::vec(mixed_char(), 0..600)) {
+                let text: String = chars.into_iter().collect();
+                let first = simhash(&text);
+                prop_assert_eq!(first, simhash(&text));
+                // No features, no fingerprint; any feature, a fingerprint.
+                let mut hasher = SimHasher::default();
+                add_features(&text, &mut hasher);
+                prop_assert_eq!(first.is_some(), hasher.feature_count() > 0);
+            }
+        }
+    }
 }

@@ -4,3 +4,4 @@ mod common;
 mod end_to_end;
 mod errors;
 mod exactness;
+mod robustness;

@@ -1,0 +1,466 @@
+//! Bad input and failures through the binary: odd texts, huge documents, corrupt files, empty
+//! and degenerate corpora, full and read-only disks, interruptions, panics. Each test names the
+//! row of docs/ROBUSTNESS.md it checks.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use datafusion::arrow::array::AsArray;
+use datafusion::arrow::datatypes::Int64Type;
+
+use crate::common::{fixture, neardup, neardup_ok, path_str, query, stderr};
+
+/// Writes a Parquet file from a SQL query, with the binary itself.
+fn make_parquet(path: &Path, select: &str) {
+    neardup_ok(&["query", &format!("COPY ({select}) TO '{}'", path_str(path))]);
+}
+
+fn count(batches: &[datafusion::arrow::array::RecordBatch]) -> i64 {
+    batches[0].column(0).as_primitive::<Int64Type>().value(0)
+}
+
+fn summary(output: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(output.join("summary.json")).unwrap()).unwrap()
+}
+
+fn leftovers(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("neardup-staging"))
+        .collect()
+}
+
+#[tokio::test]
+async fn odd_texts_have_no_fingerprint_and_mixed_scripts_match() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("odd.parquet");
+    let mixed =
+        "Debian 是一个自由的操作系统，包含 free software 和 Привет мир 以及 code: fn main() {}";
+    make_parquet(
+        &input,
+        &format!(
+            "SELECT * FROM (VALUES (1, NULL), (2, ''), (3, ' \t\n '), (4, '!!! ??? ...'), \
+             (5, '😀🎉👍'), (6, chr(1) || chr(2) || chr(27)), (7, '{mixed}'), (8, '{mixed}')) AS t(id, text)"
+        ),
+    );
+    let output = dir.path().join("out");
+    neardup_ok(&[
+        "run",
+        "--input",
+        path_str(&input),
+        "--output",
+        path_str(&output),
+    ]);
+    let unsigned = query(
+        &output,
+        "SELECT count(*) FROM signatures WHERE simhash IS NULL AND id <= 6",
+    )
+    .await;
+    assert_eq!(count(&unsigned), 6);
+    let groups = query(
+        &output,
+        "SELECT count(*) FROM groups WHERE id IN (7, 8) AND representative_id = 7",
+    )
+    .await;
+    assert_eq!(count(&groups), 2);
+    let s = summary(&output);
+    assert_eq!(s["counts"]["null_texts"], 1);
+    assert_eq!(s["counts"]["empty_texts"], 5);
+    assert_eq!(s["counts"]["documents_kept"], 7);
+}
+
+#[tokio::test]
+async fn a_fifty_megabyte_document_is_fingerprinted() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("big.parquet");
+    // 'Debian 软件包 管理 system ' is 31 bytes: 1.7M repetitions are 52.7 MB.
+    make_parquet(
+        &input,
+        "SELECT 1 AS id, repeat('Debian 软件包 管理 system ', 1700000) AS text \
+         UNION ALL SELECT 2, repeat('Debian 软件包 管理 system ', 1700000) || ' 尾巴' \
+         UNION ALL SELECT 3, 'a short unrelated text about cooking rice'",
+    );
+    let output = dir.path().join("out");
+    neardup_ok(&[
+        "run",
+        "--input",
+        path_str(&input),
+        "--output",
+        path_str(&output),
+    ]);
+    let bytes = query(&output, "SELECT max(text_bytes) FROM signatures").await;
+    let max_bytes = bytes[0]
+        .column(0)
+        .as_primitive::<datafusion::arrow::datatypes::Int32Type>()
+        .value(0);
+    assert!(max_bytes > 50_000_000, "{max_bytes}");
+    let grouped = query(&output, "SELECT count(*) FROM groups WHERE group_id = 1").await;
+    assert_eq!(count(&grouped), 2, "the two huge near-copies are one group");
+}
+
+#[test]
+fn missing_id_column_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let result = neardup(&[
+        "run",
+        "--input",
+        path_str(&fixture("sample.parquet")),
+        "--output",
+        path_str(&dir.path().join("out")),
+        "--id-column",
+        "doc_id",
+    ]);
+    assert_eq!(result.status.code(), Some(1));
+    let message = stderr(&result);
+    assert!(
+        message.contains("no id column 'doc_id'") && message.contains("id, lang, note, text"),
+        "{message}"
+    );
+}
+
+#[test]
+fn binary_text_column_is_refused_with_a_way_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("bytes.parquet");
+    make_parquet(
+        &input,
+        "SELECT 1 AS id, arrow_cast('abc', 'Binary') AS text",
+    );
+    let result = neardup(&[
+        "run",
+        "--input",
+        path_str(&input),
+        "--output",
+        path_str(&dir.path().join("out")),
+    ]);
+    assert_eq!(result.status.code(), Some(1));
+    let message = stderr(&result);
+    assert!(
+        message.contains("bytes, not text") && message.contains("bytes.parquet"),
+        "{message}"
+    );
+}
+
+/// A copy of the sample whose data pages are damaged but whose footer is intact.
+fn corrupt_copy(dir: &Path) -> PathBuf {
+    let mut bytes = std::fs::read(fixture("sample.parquet")).unwrap();
+    for byte in &mut bytes[200..2200] {
+        *byte = 0x5A;
+    }
+    let path = dir.join("corrupt.parquet");
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
+#[test]
+fn corrupt_truncated_and_empty_files_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    // Same schema as the sample, other ids, so the bad copies below are the only problem.
+    let good = dir.path().join("good.parquet");
+    make_parquet(
+        &good,
+        &format!(
+            "SELECT id + 100 AS id, lang, note, text FROM '{}'",
+            path_str(&fixture("sample.parquet"))
+        ),
+    );
+    let truncated = dir.path().join("truncated.parquet");
+    let bytes = std::fs::read(fixture("sample.parquet")).unwrap();
+    std::fs::write(&truncated, &bytes[..bytes.len() / 2]).unwrap();
+    let empty = dir.path().join("empty.parquet");
+    std::fs::write(&empty, b"").unwrap();
+    let corrupt = corrupt_copy(dir.path());
+    for (bad, words) in [
+        (&truncated, "not a readable Parquet file"),
+        (&empty, "is empty (0 bytes)"),
+        (&corrupt, "cannot be read"),
+    ] {
+        // The bad file comes after a good one: the message must still name the bad one.
+        let output = dir.path().join("out");
+        let result = neardup(&[
+            "run",
+            "--input",
+            path_str(&good),
+            path_str(bad),
+            "--output",
+            path_str(&output),
+        ]);
+        assert_eq!(result.status.code(), Some(1), "{}", bad.display());
+        let message = stderr(&result);
+        assert!(
+            message.contains(path_str(bad)) && message.contains(words),
+            "{message}"
+        );
+        assert!(!message.contains("panicked"), "{message}");
+        assert!(!output.exists());
+        assert!(leftovers(dir.path()).is_empty());
+    }
+}
+
+#[tokio::test]
+async fn empty_corpus_gives_valid_empty_tables() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("none.parquet");
+    make_parquet(
+        &input,
+        "SELECT * FROM (VALUES (1, 'x')) AS t(id, text) WHERE id < 0",
+    );
+    let output = dir.path().join("out");
+    neardup_ok(&[
+        "run",
+        "--input",
+        path_str(&input),
+        "--output",
+        path_str(&output),
+    ]);
+    for table in ["signatures", "pairs", "groups", "dedup"] {
+        let rows = query(&output, &format!("SELECT count(*) FROM {table}")).await;
+        assert_eq!(count(&rows), 0, "{table}");
+    }
+    let columns = query(&output, "SELECT id_a, id_b, distance FROM pairs").await;
+    assert!(columns.iter().all(|b| b.num_rows() == 0));
+    assert_eq!(summary(&output)["counts"]["documents"], 0);
+}
+
+#[tokio::test]
+async fn one_document_and_all_identical() {
+    let dir = tempfile::tempdir().unwrap();
+    let one = dir.path().join("one.parquet");
+    make_parquet(
+        &one,
+        "SELECT 'only' AS id, 'a single document about nothing much' AS text",
+    );
+    let output = dir.path().join("one");
+    neardup_ok(&[
+        "run",
+        "--input",
+        path_str(&one),
+        "--output",
+        path_str(&output),
+    ]);
+    let s = summary(&output);
+    assert_eq!(
+        (
+            s["counts"]["documents"].as_i64(),
+            s["counts"]["groups"].as_i64()
+        ),
+        (Some(1), Some(0))
+    );
+
+    let same = dir.path().join("same.parquet");
+    make_parquet(
+        &same,
+        "SELECT value AS id, 'the same page, served again and again' AS text FROM generate_series(1, 300)",
+    );
+    let output = dir.path().join("same");
+    neardup_ok(&[
+        "run",
+        "--input",
+        path_str(&same),
+        "--output",
+        path_str(&output),
+    ]);
+    let s = summary(&output);
+    assert_eq!(s["counts"]["groups"], 1);
+    assert_eq!(s["counts"]["pairs"], 300 * 299 / 2);
+    assert_eq!(s["counts"]["documents_kept"], 1);
+    let rep = query(
+        &output,
+        "SELECT count(*) FROM groups WHERE representative_id = 1 AND group_size = 300",
+    )
+    .await;
+    assert_eq!(count(&rep), 300);
+}
+
+#[test]
+fn output_that_is_a_file_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("out");
+    std::fs::write(&file, "mine").unwrap();
+    let result = neardup(&[
+        "run",
+        "--input",
+        path_str(&fixture("sample.parquet")),
+        "--output",
+        path_str(&file),
+        "--overwrite",
+    ]);
+    assert_eq!(result.status.code(), Some(2));
+    assert!(stderr(&result).contains("is a file"), "{}", stderr(&result));
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "mine");
+}
+
+/// Mounts a small tmpfs (root only); `None` where the machine does not allow it.
+struct Tmpfs(tempfile::TempDir);
+
+impl Tmpfs {
+    fn mount(options: &str) -> Option<Self> {
+        let dir = tempfile::tempdir().ok()?;
+        let status = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", options, "tmpfs", path_str(dir.path())])
+            .stderr(Stdio::null())
+            .status()
+            .ok()?;
+        status.success().then_some(Self(dir))
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.0.path()).status();
+    }
+}
+
+#[test]
+fn full_disk_and_read_only_disk_give_clear_errors() {
+    let Some(full) = Tmpfs::mount("size=8k") else {
+        eprintln!("SKIPPED: this machine does not allow mounting a tmpfs");
+        return;
+    };
+    let output = full.0.path().join("out");
+    let result = neardup(&[
+        "run",
+        "--input",
+        path_str(&fixture("sample.parquet")),
+        "--output",
+        path_str(&output),
+    ]);
+    assert_eq!(result.status.code(), Some(1));
+    let message = stderr(&result);
+    assert!(message.contains("No space left on device"), "{message}");
+    assert!(!message.contains("panicked"), "{message}");
+    assert!(!output.exists());
+    assert!(
+        leftovers(full.0.path()).is_empty(),
+        "staging folder removed"
+    );
+
+    let read_only = Tmpfs::mount("size=1m,ro").expect("a second tmpfs mounts when the first did");
+    let output = read_only.0.path().join("out");
+    let result = neardup(&[
+        "run",
+        "--input",
+        path_str(&fixture("sample.parquet")),
+        "--output",
+        path_str(&output),
+    ]);
+    assert_eq!(result.status.code(), Some(1));
+    let message = stderr(&result);
+    assert!(
+        message.contains("Read-only file system") && message.contains(path_str(read_only.0.path())),
+        "{message}"
+    );
+}
+
+/// Starts a run that pauses after `stage`, waits until it says so, and sends it `signal`.
+fn interrupt_run(
+    input: &Path,
+    output: &Path,
+    stage: &str,
+    signal: &str,
+) -> std::process::ExitStatus {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_neardup"))
+        .args([
+            "run",
+            "--input",
+            path_str(input),
+            "--output",
+            path_str(output),
+            "--overwrite",
+            "--k",
+            "0",
+        ])
+        .env("NEARDUP_PAUSE_AFTER_STAGE", stage)
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    loop {
+        let line = lines.next().expect("the run reaches the pause").unwrap();
+        if line.contains("pausing after") {
+            break;
+        }
+    }
+    let status = Command::new("kill")
+        .args([signal, &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    child.wait().unwrap()
+}
+
+#[test]
+fn interrupted_runs_leave_the_previous_output_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = dir.path().join("out");
+    let input = fixture("sample.parquet");
+    neardup_ok(&[
+        "run",
+        "--input",
+        path_str(&input),
+        "--output",
+        path_str(&output),
+    ]);
+    let before = std::fs::read_to_string(output.join("summary.json")).unwrap();
+
+    // Ctrl-C: exit code 130, staging removed, old output as it was.
+    let status = interrupt_run(&input, &output, "signatures", "-INT");
+    assert_eq!(status.code(), Some(130));
+    assert_eq!(
+        std::fs::read_to_string(output.join("summary.json")).unwrap(),
+        before
+    );
+    assert!(leftovers(dir.path()).is_empty());
+
+    // kill -9: nothing can run, so the staging folder stays, clearly named and not complete.
+    let status = interrupt_run(&input, &output, "pairs", "-KILL");
+    assert_eq!(status.code(), None);
+    assert_eq!(
+        std::fs::read_to_string(output.join("summary.json")).unwrap(),
+        before
+    );
+    let left = leftovers(dir.path());
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert!(!dir.path().join(&left[0]).join("_SUCCESS").exists());
+    // The next run removes what the killed one left.
+    neardup_ok(&[
+        "run",
+        "--input",
+        path_str(&input),
+        "--output",
+        path_str(&output),
+        "--overwrite",
+    ]);
+    assert!(leftovers(dir.path()).is_empty());
+}
+
+#[test]
+fn a_panic_is_reported_as_a_bug_with_exit_code_1() {
+    let out = Command::new(env!("CARGO_BIN_EXE_neardup"))
+        .args(["query", "SELECT 1"])
+        .env("NEARDUP_PANIC_FOR_TESTS", "1")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let message = stderr(&out);
+    assert!(
+        message.contains("internal error, a bug in neardup"),
+        "{message}"
+    );
+    assert!(
+        !message.contains("panicked at") && !message.contains("RUST_BACKTRACE"),
+        "{message}"
+    );
+}
+
+#[test]
+fn usage_errors_exit_with_2() {
+    let result = neardup(&["run", "--output", "x"]);
+    assert_eq!(result.status.code(), Some(2));
+    let result = neardup(&["run", "--input", "x", "--output", "y", "--k", "many"]);
+    assert_eq!(result.status.code(), Some(2));
+    assert!(stderr(&result).contains("--k"), "{}", stderr(&result));
+}
