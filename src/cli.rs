@@ -6,6 +6,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::error::Result;
 use crate::job::{self, MatchOptions, RunOptions};
+use crate::pipeline::Matching;
 use crate::query::{self, Format, QueryOptions};
 use crate::summary::Summary;
 
@@ -59,6 +60,9 @@ pub struct RunArgs {
     /// Largest Hamming distance (bits of 64) at which two documents are duplicates: 0..=3.
     #[arg(long, default_value_t = 3)]
     pub k: u32,
+    /// How candidate pairs are found; both give the same pairs (docs/BENCHMARKS.md).
+    #[arg(long, value_enum, default_value_t = Matching::Scan)]
+    pub matching: Matching,
     /// Replace --output if it already holds a neardup output.
     #[arg(long)]
     pub overwrite: bool,
@@ -81,6 +85,9 @@ pub struct MatchArgs {
     /// Largest Hamming distance at which two fingerprints match: 0..=3.
     #[arg(long, default_value_t = 3)]
     pub k: u32,
+    /// How candidate pairs are found; both give the same pairs (docs/BENCHMARKS.md).
+    #[arg(long, value_enum, default_value_t = Matching::Scan)]
+    pub matching: Matching,
     /// Replace --output if it already holds a neardup output.
     #[arg(long)]
     pub overwrite: bool,
@@ -89,7 +96,8 @@ pub struct MatchArgs {
 #[derive(Debug, Args)]
 #[command(
     after_help = "Several statements may be given, separated by ';': all run, the last one's \
-result is written.\nFunctions: simhash(text), hamming(a, b), bucket(simhash, n)."
+result is written.\nFunctions: simhash(text), hamming(a, b), bucket(simhash, n), and the \
+aggregate band_pairs(simhash, band, k)."
 )]
 pub struct QueryArgs {
     /// Output folder of a run; its tables and its input (as corpus) are registered.
@@ -115,6 +123,7 @@ pub async fn execute(cli: Cli) -> Result<()> {
                 id_column: args.id_column,
                 text_column: args.text_column,
                 k: args.k,
+                matching: args.matching,
                 overwrite: args.overwrite,
             };
             let summary = job::run(&options).await?;
@@ -127,6 +136,7 @@ pub async fn execute(cli: Cli) -> Result<()> {
                 id_column: args.id_column,
                 simhash_column: args.simhash_column,
                 k: args.k,
+                matching: args.matching,
                 overwrite: args.overwrite,
             };
             let summary = job::match_fingerprints(&options).await?;

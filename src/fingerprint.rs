@@ -88,6 +88,12 @@ pub fn band(fingerprint: u64, index: usize) -> Option<u16> {
     Some((fingerprint >> shift) as u16)
 }
 
+/// The first band (1-based) on which two fingerprints agree, if any. The matching takes a pair
+/// from this band only, so a pair that shares several bands is found once.
+pub fn first_shared_band(a: u64, b: u64) -> Option<usize> {
+    (1..=BANDS).find(|&index| band(a, index) == band(b, index))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -144,6 +150,15 @@ mod tests {
         assert_eq!(hamming(0, 0), 0);
         assert_eq!(hamming(0, u64::MAX), 64);
         assert_eq!(hamming(0b1010, 0b0110), 2);
+    }
+
+    #[test]
+    fn first_shared_band_is_the_lowest_equal_one() {
+        let a = 0x1111_2222_3333_4444u64;
+        assert_eq!(first_shared_band(a, a), Some(1));
+        assert_eq!(first_shared_band(a, 0x9999_2222_9999_4444), Some(2));
+        assert_eq!(first_shared_band(a, 0x9999_9999_9999_4444), Some(4));
+        assert_eq!(first_shared_band(a, 0x9999_9999_9999_9999), None);
     }
 
     #[test]

@@ -16,7 +16,7 @@ use futures::StreamExt;
 use crate::error::{Error, QueryContext, Result};
 use crate::input::{self, Corpus, quote_ident, quote_literal};
 use crate::output::{SUMMARY_FILE, StagingDir};
-use crate::pipeline::{self, Params};
+use crate::pipeline::{self, Matching, Params};
 use crate::summary::{Counts, Parameters, StageTime, Summary};
 use crate::{cluster, udf};
 
@@ -31,6 +31,7 @@ pub struct RunOptions {
     pub id_column: String,
     pub text_column: String,
     pub k: u32,
+    pub matching: Matching,
     pub overwrite: bool,
 }
 
@@ -42,6 +43,7 @@ pub struct MatchOptions {
     pub id_column: String,
     pub simhash_column: String,
     pub k: u32,
+    pub matching: Matching,
     pub overwrite: bool,
 }
 
@@ -172,7 +174,7 @@ pub async fn run(options: &RunOptions) -> Result<Summary> {
                 pipeline::run_stage(&ctx, &pipeline::SIGNATURES, &params),
             )
             .await?;
-        run_matching(&ctx, &params, &mut clock).await?;
+        run_matching(&ctx, &params, options.matching, &mut clock).await?;
         clock
             .time(
                 "dedup",
@@ -193,7 +195,13 @@ pub async fn run(options: &RunOptions) -> Result<Summary> {
         )));
     }
     counts.documents_kept = Some(kept);
-    let parameters = parameters(options.k, &options.id_column, &options.text_column, "text");
+    let parameters = parameters(
+        options.k,
+        options.matching,
+        &options.id_column,
+        &options.text_column,
+        "text",
+    );
     finish(staging, "run", parameters, &corpus, counts, clock)
 }
 
@@ -215,7 +223,7 @@ pub async fn match_fingerprints(options: &MatchOptions) -> Result<Summary> {
             .time("check ids", check_ids(&ctx, &corpus, &options.id_column))
             .await?;
         pipeline::run_stage(&ctx, &pipeline::SIGNATURES_GIVEN, &params).await?;
-        run_matching(&ctx, &params, &mut clock).await
+        run_matching(&ctx, &params, options.matching, &mut clock).await
     };
     if let Err(e) = stages.await {
         return Err(name_corrupt_input(&ctx, e, &corpus).await);
@@ -223,6 +231,7 @@ pub async fn match_fingerprints(options: &MatchOptions) -> Result<Summary> {
     let counts = count(&ctx, false).await?;
     let parameters = parameters(
         options.k,
+        options.matching,
         &options.id_column,
         &options.simhash_column,
         "given",
@@ -230,8 +239,26 @@ pub async fn match_fingerprints(options: &MatchOptions) -> Result<Summary> {
     finish(staging, "match", parameters, &corpus, counts, clock)
 }
 
-/// Stages 2 and 3, shared by `run` and `match`: pairs, clustering, groups.
-async fn run_matching(ctx: &SessionContext, params: &Params, clock: &mut Stopwatch) -> Result<()> {
+/// Stages 2 to 5, shared by `run` and `match`: fingerprints, candidates, pairs, clustering,
+/// groups.
+async fn run_matching(
+    ctx: &SessionContext,
+    params: &Params,
+    matching: Matching,
+    clock: &mut Stopwatch,
+) -> Result<()> {
+    clock
+        .time(
+            "fingerprints",
+            pipeline::run_stage(ctx, &pipeline::FINGERPRINTS, params),
+        )
+        .await?;
+    clock
+        .time(
+            "candidates",
+            pipeline::run_stage(ctx, &matching.candidates_stage(), params),
+        )
+        .await?;
     clock
         .time("pairs", pipeline::run_stage(ctx, &pipeline::PAIRS, params))
         .await?;
@@ -255,6 +282,10 @@ fn stage_params(dir: &Path, id_column: &str, k: u32) -> Params {
         .set("k", k.to_string())
         .set("signatures_dir", folder("signatures"))
         .set(
+            "fingerprints_dir",
+            folder(&format!("{WORK_DIR}/fingerprints")),
+        )
+        .set(
             "fingerprint_pairs_dir",
             folder(&format!("{WORK_DIR}/fingerprint_pairs")),
         )
@@ -267,7 +298,13 @@ fn stage_params(dir: &Path, id_column: &str, k: u32) -> Params {
 /// Internal tables live here inside the staging folder and are removed before the commit.
 const WORK_DIR: &str = "_work";
 
-fn parameters(k: u32, id_column: &str, source_column: &str, features: &str) -> Parameters {
+fn parameters(
+    k: u32,
+    matching: Matching,
+    id_column: &str,
+    source_column: &str,
+    features: &str,
+) -> Parameters {
     let features = match features {
         "text" => "simhash(text): jieba TF-IDF top-50 keywords for text with Han characters, \
                    lower-cased words weighted by frequency otherwise; XXH3-64 feature hash"
@@ -276,6 +313,7 @@ fn parameters(k: u32, id_column: &str, source_column: &str, features: &str) -> P
     };
     Parameters {
         k,
+        matching,
         id_column: id_column.to_string(),
         source_column: source_column.to_string(),
         fingerprint_bits: 64,
@@ -308,6 +346,7 @@ fn finish(
         counts,
         stages: clock.stages,
         total_seconds: clock.started.elapsed().as_secs_f64(),
+        peak_rss_bytes: crate::summary::peak_rss_bytes(),
     };
     summary.write(&staging.path().join(SUMMARY_FILE))?;
     let target = staging.commit()?;

@@ -34,18 +34,52 @@ pub const SIGNATURES_GIVEN: Stage = Stage {
     name: "sql/01_signatures_given.sql",
     sql: include_str!("../sql/01_signatures_given.sql"),
 };
+pub const FINGERPRINTS: Stage = Stage {
+    name: "sql/02_fingerprints.sql",
+    sql: include_str!("../sql/02_fingerprints.sql"),
+};
+pub const CANDIDATES_JOIN: Stage = Stage {
+    name: "sql/03_candidates_join.sql",
+    sql: include_str!("../sql/03_candidates_join.sql"),
+};
+pub const CANDIDATES_SCAN: Stage = Stage {
+    name: "sql/03_candidates_scan.sql",
+    sql: include_str!("../sql/03_candidates_scan.sql"),
+};
 pub const PAIRS: Stage = Stage {
-    name: "sql/02_pairs.sql",
-    sql: include_str!("../sql/02_pairs.sql"),
+    name: "sql/04_pairs.sql",
+    sql: include_str!("../sql/04_pairs.sql"),
 };
 pub const GROUPS: Stage = Stage {
-    name: "sql/03_groups.sql",
-    sql: include_str!("../sql/03_groups.sql"),
+    name: "sql/05_groups.sql",
+    sql: include_str!("../sql/05_groups.sql"),
 };
 pub const DEDUP: Stage = Stage {
-    name: "sql/04_dedup.sql",
-    sql: include_str!("../sql/04_dedup.sql"),
+    name: "sql/06_dedup.sql",
+    sql: include_str!("../sql/06_dedup.sql"),
 };
+
+/// How stage 3 finds the pairs of distinct fingerprints within k. Both give the same pairs
+/// (the exactness tests run both); they differ in speed (docs/BENCHMARKS.md).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Matching {
+    /// Group each band's rows, sort each group and compare within runs of equal band values.
+    Scan,
+    /// A hash self-join on each band column with the Hamming filter in the join.
+    Join,
+}
+
+impl Matching {
+    pub fn candidates_stage(self) -> Stage {
+        match self {
+            Matching::Scan => CANDIDATES_SCAN,
+            Matching::Join => CANDIDATES_JOIN,
+        }
+    }
+}
 
 /// Values for a stage's `${name}` placeholders, each already SQL text.
 #[derive(Debug, Default, Clone)]
@@ -176,6 +210,7 @@ mod tests {
             "text",
             "k",
             "signatures_dir",
+            "fingerprints_dir",
             "fingerprint_pairs_dir",
             "pairs_dir",
             "groups_dir",
@@ -192,7 +227,16 @@ mod tests {
             );
         }
         params.set("k", "3");
-        for stage in [SIGNATURES, SIGNATURES_GIVEN, PAIRS, GROUPS, DEDUP] {
+        for stage in [
+            SIGNATURES,
+            SIGNATURES_GIVEN,
+            FINGERPRINTS,
+            CANDIDATES_JOIN,
+            CANDIDATES_SCAN,
+            PAIRS,
+            GROUPS,
+            DEDUP,
+        ] {
             let sql = render(&stage, &params).unwrap();
             DFParser::parse_sql_with_dialect(&sql, &GenericDialect {})
                 .unwrap_or_else(|e| panic!("{}: {e}", stage.name));

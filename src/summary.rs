@@ -5,6 +5,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::pipeline::Matching;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Summary {
@@ -17,11 +18,15 @@ pub struct Summary {
     /// Wall time of each stage, in the order they ran.
     pub stages: Vec<StageTime>,
     pub total_seconds: f64,
+    /// Peak resident memory of the process, where the OS reports it (Linux).
+    pub peak_rss_bytes: Option<u64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Parameters {
     pub k: u32,
+    /// How candidate pairs were found (`scan` or `join`).
+    pub matching: Matching,
     pub id_column: String,
     /// The text column (`run`) or the fingerprint column (`match`).
     pub source_column: String,
@@ -69,4 +74,12 @@ impl Summary {
         serde_json::from_str(&text)
             .map_err(|e| Error::Input(format!("{} is not a neardup summary: {e}", path.display())))
     }
+}
+
+/// Peak resident set size of this process (VmHWM), on Linux.
+pub fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }

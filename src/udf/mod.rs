@@ -1,6 +1,7 @@
 //! The project's SQL functions, one file each. They are stateless (every option is a literal
 //! argument), so the same plan can be shipped to other executors.
 
+mod band_pairs;
 mod bucket;
 mod hamming;
 mod simhash;
@@ -10,11 +11,13 @@ use std::sync::Arc;
 use datafusion::execution::FunctionRegistry;
 use datafusion::logical_expr::ScalarUDF;
 
+pub use band_pairs::band_pairs_udaf;
 pub use bucket::bucket_udf;
 pub use hamming::hamming_udf;
 pub use simhash::simhash_udf;
 
-/// Every scalar function this crate provides.
+/// Every scalar function this crate provides (the aggregate `band_pairs` is registered beside
+/// them by `register_all`).
 pub fn functions() -> Vec<Arc<ScalarUDF>> {
     vec![simhash_udf(), hamming_udf(), bucket_udf()]
 }
@@ -24,6 +27,7 @@ pub fn register_all(registry: &mut dyn FunctionRegistry) -> datafusion::error::R
     for udf in functions() {
         registry.register_udf(udf)?;
     }
+    registry.register_udaf(band_pairs_udaf())?;
     Ok(())
 }
 

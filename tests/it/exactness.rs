@@ -33,12 +33,17 @@ fn planted_fingerprints() -> Vec<(i64, u64)> {
         link ^= 1 << bit;
         fingerprints.push(link);
     }
-    // Skew: many copies of one fingerprint, and two bands shared by fingerprints far apart.
+    // Skew: many copies of one fingerprint, and a big bucket: 2,000 fingerprints with the same
+    // last band (a templated page), some of them also near each other.
     let popular = rng.next();
     fingerprints.extend(std::iter::repeat_n(popular, 40));
     let shared_band = rng.next() & 0xFFFF;
-    for _ in 0..50 {
-        fingerprints.push((rng.next() & !0xFFFF) | shared_band);
+    for i in 0..2000u64 {
+        let f = (rng.next() & !0xFFFF) | shared_band;
+        fingerprints.push(f);
+        if i % 10 == 0 {
+            fingerprints.push(f ^ (1 << (16 + rng.below(48))));
+        }
     }
     let n = fingerprints.len() as i64;
     fingerprints
@@ -114,13 +119,13 @@ fn bfs_groups(rows: &[(i64, u64)], pairs: &[(i64, i64, u8)]) -> Vec<(i64, u64, i
 }
 
 #[tokio::test]
-async fn pairs_and_groups_equal_brute_force_for_every_supported_k() {
+async fn pairs_and_groups_equal_brute_force_for_every_k_and_strategy() {
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("fingerprints.parquet");
     let rows = planted_fingerprints();
     write_fingerprints(&input, &rows);
-    for k in 0..=3u32 {
-        let output = dir.path().join(format!("k{k}"));
+    for (k, matching) in (0..=3u32).flat_map(|k| ["scan", "join"].map(|m| (k, m))) {
+        let output = dir.path().join(format!("k{k}-{matching}"));
         neardup_ok(&[
             "match",
             "--signatures",
@@ -129,6 +134,8 @@ async fn pairs_and_groups_equal_brute_force_for_every_supported_k() {
             path_str(&output),
             "--k",
             &k.to_string(),
+            "--matching",
+            matching,
         ]);
 
         let expected_pairs = brute_force_pairs(&rows, k);
@@ -152,8 +159,12 @@ async fn pairs_and_groups_equal_brute_force_for_every_supported_k() {
                 pairs.push((a.value(i), bb.value(i), d.value(i)));
             }
         }
-        assert_eq!(pairs.len(), expected_pairs.len(), "pair count at k = {k}");
-        assert_eq!(pairs, expected_pairs, "pairs at k = {k}");
+        assert_eq!(
+            pairs.len(),
+            expected_pairs.len(),
+            "pair count at k = {k}, {matching}"
+        );
+        assert_eq!(pairs, expected_pairs, "pairs at k = {k}, {matching}");
 
         let expected_groups = bfs_groups(&rows, &expected_pairs);
         let batches = query(
@@ -178,6 +189,6 @@ async fn pairs_and_groups_equal_brute_force_for_every_supported_k() {
                 ));
             }
         }
-        assert_eq!(groups, expected_groups, "groups at k = {k}");
+        assert_eq!(groups, expected_groups, "groups at k = {k}, {matching}");
     }
 }

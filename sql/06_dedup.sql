@@ -1,4 +1,4 @@
--- Stage 4: the deduplicated corpus: every input row, with every input column, except the group
+-- Stage 6: the deduplicated corpus: every input row, with every input column, except the group
 -- members that are not their group's representative. Documents with NULL or empty text are in
 -- no group, so they are kept.
 

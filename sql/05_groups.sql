@@ -1,4 +1,4 @@
--- Stage 3: duplicate groups.
+-- Stage 5: duplicate groups.
 --
 -- Reads `fingerprint_components` (simhash, component): the connected components of the
 -- fingerprint pairs, computed by the runner with union-find (the one step that is not a

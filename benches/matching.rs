@@ -1,0 +1,204 @@
+//! Matching benchmark: the SQL matching strategies against a single-thread sort-and-scan over
+//! the same random fingerprints, in one run, printed as a Markdown table.
+//!
+//!     cargo bench --bench matching                      # 1M and 4M fingerprints
+//!     cargo bench --bench matching -- 1000000 16000000  # sizes of your choice
+//!     NEARDUP_BENCH_JOIN_MAX=2000000 cargo bench ...    # largest size the hash join runs at
+//!
+//! Fingerprints: 90% uniformly random, 10% planted neighbours of earlier ones at distance 1..=3;
+//! k = 3. Each strategy runs as `neardup match` in its own process, so its peak RSS (from
+//! summary.json) is its own; wall time includes reading and writing Parquet.
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Instant;
+
+use datafusion::arrow::array::{Int64Array, RecordBatch, UInt64Array};
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::parquet::arrow::ArrowWriter;
+use neardup::fingerprint::{BANDS, band, first_shared_band, hamming};
+
+const K: u32 = 3;
+
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+}
+
+fn fingerprints(n: usize) -> Vec<u64> {
+    let mut rng = SplitMix64(n as u64);
+    let mut out: Vec<u64> = Vec::with_capacity(n);
+    for i in 0..n {
+        if i > 0 && i % 10 == 0 {
+            let base = out[(rng.next() % out.len() as u64) as usize];
+            let mut f = base;
+            let flips = 1 + rng.next() % 3;
+            let mut flipped = 0;
+            while flipped < flips {
+                let bit = 1u64 << (rng.next() % 64);
+                if (f ^ base) & bit == 0 {
+                    f ^= bit;
+                    flipped += 1;
+                }
+            }
+            out.push(f);
+        } else {
+            out.push(rng.next());
+        }
+    }
+    out
+}
+
+/// The baseline: per band, sort (key, fingerprint) once, then compare every pair inside a run
+/// of equal keys with one popcount, counting a pair in the first band it shares. One thread.
+fn sort_and_scan(fingerprints: &[u64]) -> u64 {
+    let mut distinct = fingerprints.to_vec();
+    distinct.sort_unstable();
+    distinct.dedup();
+    let mut pairs = 0u64;
+    let mut keyed: Vec<(u16, u64)> = Vec::with_capacity(distinct.len());
+    for index in 1..=BANDS {
+        keyed.clear();
+        keyed.extend(distinct.iter().map(|&f| (band(f, index).unwrap_or(0), f)));
+        keyed.sort_unstable();
+        for run in keyed.chunk_by(|a, b| a.0 == b.0) {
+            for (i, &(_, a)) in run.iter().enumerate() {
+                for &(_, b) in &run[i + 1..] {
+                    if hamming(a, b) <= K && first_shared_band(a, b) == Some(index) {
+                        pairs += 1;
+                    }
+                }
+            }
+        }
+    }
+    pairs
+}
+
+fn write_parquet(path: &Path, fingerprints: &[u64]) {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("simhash", DataType::UInt64, false),
+    ]));
+    let file = std::fs::File::create(path).expect("create the fingerprint file");
+    let mut writer = ArrowWriter::try_new(file, Arc::clone(&schema), None).expect("writer");
+    for (chunk_index, chunk) in fingerprints.chunks(1 << 20).enumerate() {
+        let first = (chunk_index << 20) as i64;
+        let batch = RecordBatch::try_new(
+            Arc::clone(&schema),
+            vec![
+                Arc::new(Int64Array::from_iter_values(
+                    (0..chunk.len() as i64).map(|i| first + i),
+                )),
+                Arc::new(UInt64Array::from_iter_values(chunk.iter().copied())),
+            ],
+        )
+        .expect("batch");
+        writer.write(&batch).expect("write");
+    }
+    writer.close().expect("close");
+}
+
+struct Measured {
+    wall: f64,
+    candidates: f64,
+    fingerprint_pairs: u64,
+    peak_rss: u64,
+}
+
+fn run_match(input: &Path, output: &Path, matching: &str) -> Measured {
+    let start = Instant::now();
+    let status = Command::new(env!("CARGO_BIN_EXE_neardup"))
+        .args(["match", "--signatures"])
+        .arg(input)
+        .arg("--output")
+        .arg(output)
+        .args(["--k", &K.to_string(), "--matching", matching, "--overwrite"])
+        .stderr(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("neardup runs");
+    let wall = start.elapsed().as_secs_f64();
+    assert!(
+        status.success(),
+        "neardup match --matching {matching} failed"
+    );
+    let summary: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(output.join("summary.json")).expect("summary"),
+    )
+    .expect("summary json");
+    let candidates = summary["stages"]
+        .as_array()
+        .and_then(|stages| stages.iter().find(|s| s["stage"] == "candidates"))
+        .and_then(|s| s["seconds"].as_f64())
+        .unwrap_or(f64::NAN);
+    Measured {
+        wall,
+        candidates,
+        fingerprint_pairs: summary["counts"]["fingerprint_pairs"].as_u64().unwrap_or(0),
+        peak_rss: summary["peak_rss_bytes"].as_u64().unwrap_or(0),
+    }
+}
+
+fn main() {
+    let mut sizes: Vec<usize> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .filter_map(|a| a.parse().ok())
+        .collect();
+    if sizes.is_empty() {
+        sizes = vec![1_000_000, 4_000_000];
+    }
+    let join_max: usize = std::env::var("NEARDUP_BENCH_JOIN_MAX")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_000_000);
+    let dir = tempfile::tempdir().expect("temporary folder");
+    println!(
+        "| fingerprints | method | candidates s | whole `match` s | candidates / sort-and-scan | peak RSS MiB | fingerprint pairs |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    for n in sizes {
+        let fps = fingerprints(n);
+        let input = dir.path().join(format!("fp-{n}.parquet"));
+        write_parquet(&input, &fps);
+        let start = Instant::now();
+        let expected = sort_and_scan(&fps);
+        let baseline = start.elapsed().as_secs_f64();
+        println!(
+            "| {n} | sort-and-scan, Rust, 1 thread | {baseline:.2} | - | 1.00 | - | {expected} |"
+        );
+        for matching in ["scan", "join"] {
+            if matching == "join" && n > join_max {
+                println!(
+                    "| {n} | {matching} | skipped (NEARDUP_BENCH_JOIN_MAX = {join_max}) | | | | |"
+                );
+                continue;
+            }
+            let m = run_match(
+                &input,
+                &dir.path().join(format!("out-{n}-{matching}")),
+                matching,
+            );
+            assert_eq!(
+                m.fingerprint_pairs, expected,
+                "{matching} at {n}: pairs differ from the baseline"
+            );
+            println!(
+                "| {n} | {matching} | {:.2} | {:.2} | {:.2} | {} | {} |",
+                m.candidates,
+                m.wall,
+                m.candidates / baseline,
+                m.peak_rss >> 20,
+                m.fingerprint_pairs
+            );
+        }
+    }
+}
