@@ -29,6 +29,26 @@ pub fn neardup_ok(args: &[&str]) -> String {
     String::from_utf8(out.stdout).expect("utf-8 output")
 }
 
+/// Runs `neardup run` on the shipped sample into `dir/out` with `extra` flags, insists it fails
+/// with exit code `code` and without a panic, and returns its standard error.
+pub fn failing_sample_run(dir: &Path, extra: &[&str], code: i32) -> String {
+    let input = fixture("sample.parquet");
+    let output = dir.join("out");
+    let mut args = vec![
+        "run",
+        "--input",
+        path_str(&input),
+        "--output",
+        path_str(&output),
+    ];
+    args.extend_from_slice(extra);
+    let result = neardup(&args);
+    let message = stderr(&result);
+    assert_eq!(result.status.code(), Some(code), "{message}");
+    assert!(!message.contains("panicked"), "{message}");
+    message
+}
+
 pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }

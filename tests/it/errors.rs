@@ -1,67 +1,33 @@
 //! Bad input gets a clear error that names the file and column, and the right exit code.
 
-use crate::common::{fixture, neardup, neardup_ok, path_str, stderr};
+use crate::common::{failing_sample_run, fixture, neardup, neardup_ok, path_str, stderr};
 
 #[test]
 fn missing_column_is_named_with_the_columns_that_exist() {
     let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("out");
-    let result = neardup(&[
-        "run",
-        "--input",
-        path_str(&fixture("sample.parquet")),
-        "--output",
-        path_str(&out),
-        "--text-column",
-        "body",
-    ]);
-    assert_eq!(result.status.code(), Some(1));
-    let message = stderr(&result);
+    let message = failing_sample_run(dir.path(), &["--text-column", "body"], 1);
     assert!(message.contains("no text column 'body'"), "{message}");
     assert!(message.contains("id, lang, note, text"), "{message}");
     assert!(message.contains("sample.parquet"), "{message}");
-    assert!(!out.exists(), "no output after a failed run");
     assert_eq!(
         std::fs::read_dir(dir.path()).unwrap().count(),
         0,
-        "no staging folder left behind"
+        "no output and no staging folder left behind"
     );
 }
 
 #[test]
 fn text_column_of_the_wrong_type() {
     let dir = tempfile::tempdir().unwrap();
-    let result = neardup(&[
-        "run",
-        "--input",
-        path_str(&fixture("sample.parquet")),
-        "--output",
-        path_str(&dir.path().join("out")),
-        "--text-column",
-        "id",
-    ]);
-    assert_eq!(result.status.code(), Some(1));
-    assert!(
-        stderr(&result).contains("must be a string column"),
-        "{}",
-        stderr(&result)
-    );
+    let message = failing_sample_run(dir.path(), &["--text-column", "id"], 1);
+    assert!(message.contains("must be a string column"), "{message}");
 }
 
 #[test]
 fn k_beyond_the_band_plan_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let result = neardup(&[
-        "run",
-        "--input",
-        path_str(&fixture("sample.parquet")),
-        "--output",
-        path_str(&dir.path().join("out")),
-        "--k",
-        "4",
-    ]);
-    assert_eq!(result.status.code(), Some(2));
-    assert!(stderr(&result).contains("0..=3"), "{}", stderr(&result));
+    let message = failing_sample_run(dir.path(), &["--k", "4"], 2);
+    assert!(message.contains("0..=3"), "{message}");
 }
 
 #[test]

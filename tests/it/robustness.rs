@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use datafusion::arrow::array::AsArray;
 use datafusion::arrow::datatypes::Int64Type;
 
-use crate::common::{fixture, neardup, neardup_ok, path_str, query, stderr};
+use crate::common::{failing_sample_run, fixture, neardup, neardup_ok, path_str, query, stderr};
 
 /// Writes a Parquet file from a SQL query, with the binary itself.
 fn make_parquet(path: &Path, select: &str) {
@@ -103,17 +103,7 @@ async fn a_fifty_megabyte_document_is_fingerprinted() {
 #[test]
 fn missing_id_column_is_named() {
     let dir = tempfile::tempdir().unwrap();
-    let result = neardup(&[
-        "run",
-        "--input",
-        path_str(&fixture("sample.parquet")),
-        "--output",
-        path_str(&dir.path().join("out")),
-        "--id-column",
-        "doc_id",
-    ]);
-    assert_eq!(result.status.code(), Some(1));
-    let message = stderr(&result);
+    let message = failing_sample_run(dir.path(), &["--id-column", "doc_id"], 1);
     assert!(
         message.contains("no id column 'doc_id'") && message.contains("id, lang, note, text"),
         "{message}"
