@@ -35,6 +35,52 @@ pub enum Command {
     Match(MatchArgs),
     /// Run SQL over a run's outputs (tables signatures, pairs, groups, dedup, corpus).
     Query(QueryArgs),
+    /// Score a run's groups against a gold clustering or labelled pairs, for one k or a sweep.
+    Eval(EvalArgs),
+}
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Pair precision, recall and F1 count every pair of documents as positive \
+(same cluster) or negative; the adjusted Rand index compares the clusterings (--truth only). \
+With --sweep, the run's pairs (which carry their distance) are filtered and re-clustered for \
+each k, so one run at the largest k scores them all."
+)]
+pub struct EvalArgs {
+    /// Output folder of a run.
+    #[arg(long, value_name = "DIR")]
+    pub output: PathBuf,
+    /// Gold clustering (Parquet, CSV or TSV): an id column and a cluster column.
+    #[arg(long, value_name = "FILE")]
+    pub truth: Option<PathBuf>,
+    /// Id column of --truth.
+    #[arg(long, default_value = "id", value_name = "NAME")]
+    pub truth_id_column: String,
+    /// Cluster column of --truth.
+    #[arg(long, default_value = "cluster", value_name = "NAME")]
+    pub truth_cluster_column: String,
+    /// Labelled pairs (Parquet, CSV or TSV): id_a, id_b, label (1 duplicate, 0 not).
+    #[arg(long, value_name = "FILE")]
+    pub labels: Option<PathBuf>,
+    /// Score every k in a range, e.g. 0..=3 (up to the run's k).
+    #[arg(long, value_name = "LOW..=HIGH", value_parser = parse_sweep)]
+    pub sweep: Option<(u32, u32)>,
+    /// table or json.
+    #[arg(long, default_value = "table", value_parser = ["table", "json"])]
+    pub format: String,
+}
+
+fn parse_sweep(text: &str) -> std::result::Result<(u32, u32), String> {
+    let bounds = text
+        .split_once("..=")
+        .map(|(a, b)| (a.trim().parse::<u32>(), b.trim().parse::<u32>()));
+    match bounds {
+        Some((Ok(low), Ok(high))) if low <= high => Ok((low, high)),
+        _ => match text.trim().parse::<u32>() {
+            Ok(k) => Ok((k, k)),
+            Err(_) => Err(format!("'{text}' is not a range like 0..=3")),
+        },
+    }
 }
 
 #[derive(Debug, Args)]
@@ -141,6 +187,18 @@ pub async fn execute(cli: Cli) -> Result<()> {
             };
             let summary = job::match_fingerprints(&options).await?;
             report(&summary, &args.output);
+        }
+        Command::Eval(args) => {
+            let options = crate::eval::EvalOptions {
+                output: args.output,
+                truth: args.truth,
+                truth_id_column: args.truth_id_column,
+                truth_cluster_column: args.truth_cluster_column,
+                labels: args.labels,
+                sweep: args.sweep,
+                json: args.format == "json",
+            };
+            print!("{}", crate::eval::eval(&options).await?);
         }
         Command::Query(args) => {
             let options = QueryOptions {

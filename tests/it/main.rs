@@ -3,5 +3,6 @@
 mod common;
 mod end_to_end;
 mod errors;
+mod evaluation;
 mod exactness;
 mod robustness;

@@ -1,0 +1,173 @@
+//! `neardup eval` through the binary on the shipped sample, against its known groups.
+
+use datafusion::arrow::array::AsArray;
+use datafusion::arrow::datatypes::{Int64Type, UInt64Type};
+
+use crate::common::{fixture, neardup, neardup_ok, path_str, query};
+
+/// The sample's truth: the written groups, with 14 (an edited copy of 4 beyond k = 3) in 4's.
+const TRUTH: &str = "CASE WHEN id IN (1, 5, 9) THEN 'a' WHEN id IN (2, 12) THEN 'b' \
+                     WHEN id IN (3, 7, 11) THEN 'c' WHEN id IN (4, 14, 20) THEN 'd' \
+                     ELSE CAST(id AS VARCHAR) END";
+
+fn json(text: &str) -> serde_json::Value {
+    serde_json::from_str(text).unwrap()
+}
+
+#[tokio::test]
+async fn truth_scores_sweep_and_agree_with_a_run_at_that_k() {
+    let dir = tempfile::tempdir().unwrap();
+    let sample = fixture("sample.parquet");
+    let truth = dir.path().join("truth.parquet");
+    neardup_ok(&[
+        "query",
+        &format!(
+            "COPY (SELECT id, {TRUTH} AS cluster FROM '{}') TO '{}'",
+            path_str(&sample),
+            path_str(&truth)
+        ),
+    ]);
+    let run3 = dir.path().join("k3");
+    neardup_ok(&[
+        "run",
+        "--input",
+        path_str(&sample),
+        "--output",
+        path_str(&run3),
+    ]);
+    let report = json(&neardup_ok(&[
+        "eval",
+        "--output",
+        path_str(&run3),
+        "--truth",
+        path_str(&truth),
+        "--sweep",
+        "0..=3",
+        "--format",
+        "json",
+    ]));
+    let rows = report["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 4);
+    let k3 = &rows[3];
+    // 8 true pairs found (3 + 1 + 3 + 1); 14's two pairs missed; nothing wrong predicted.
+    assert_eq!(
+        (
+            k3["true_positives"].as_u64(),
+            k3["false_positives"].as_u64(),
+            k3["false_negatives"].as_u64()
+        ),
+        (Some(8), Some(0), Some(2))
+    );
+    assert_eq!(k3["precision"], 1.0);
+    assert_eq!(k3["recall"], 0.8);
+    assert_eq!(report["scored_documents"], 20);
+
+    // Two ways: the same scores from the groups table of the run.
+    let groups = query(&run3, "SELECT id, group_id FROM groups").await;
+    let mut group_of = std::collections::HashMap::new();
+    for b in &groups {
+        for i in 0..b.num_rows() {
+            group_of.insert(
+                b.column(0).as_primitive::<Int64Type>().value(i),
+                b.column(1).as_primitive::<UInt64Type>().value(i),
+            );
+        }
+    }
+    let truth_of = |id: i64| match id {
+        1 | 5 | 9 => 1001,
+        2 | 12 => 1002,
+        3 | 7 | 11 => 1003,
+        4 | 14 | 20 => 1004,
+        other => other as u64,
+    };
+    let ids: Vec<i64> = (1..=20).collect();
+    let predicted: Vec<u64> = ids
+        .iter()
+        .map(|id| group_of.get(id).copied().unwrap_or(10_000 + *id as u64))
+        .collect();
+    let truths: Vec<u64> = ids.iter().map(|&id| truth_of(id)).collect();
+    let (scores, ari) = neardup::eval::score_clustering(&predicted, &truths);
+    assert_eq!(k3["true_positives"].as_u64(), Some(scores.true_positives));
+    assert_eq!(k3["false_negatives"].as_u64(), Some(scores.false_negatives));
+    assert_eq!(k3["true_negatives"].as_u64(), Some(scores.true_negatives));
+    assert!((k3["adjusted_rand_index"].as_f64().unwrap() - ari.unwrap()).abs() < 1e-9);
+
+    // The sweep's k = 1 row equals a real run at k = 1.
+    let run1 = dir.path().join("k1");
+    neardup_ok(&[
+        "run",
+        "--input",
+        path_str(&sample),
+        "--output",
+        path_str(&run1),
+        "--k",
+        "1",
+    ]);
+    let at1 = json(&neardup_ok(&[
+        "eval",
+        "--output",
+        path_str(&run1),
+        "--truth",
+        path_str(&truth),
+        "--format",
+        "json",
+    ]));
+    assert_eq!(at1["rows"][0], rows[1]);
+    assert_eq!(at1["rows"][0]["k"], 1);
+
+    // A sweep past the run's k says so instead of inventing rows.
+    let past = json(&neardup_ok(&[
+        "eval",
+        "--output",
+        path_str(&run1),
+        "--truth",
+        path_str(&truth),
+        "--sweep",
+        "0..=3",
+        "--format",
+        "json",
+    ]));
+    assert_eq!(past["rows"].as_array().unwrap().len(), 2);
+    assert!(past["note"].as_str().unwrap().contains("k = 1"));
+}
+
+#[test]
+fn labelled_pairs_and_unknown_ids() {
+    let dir = tempfile::tempdir().unwrap();
+    let sample = fixture("sample.parquet");
+    let run = dir.path().join("run");
+    neardup_ok(&[
+        "run",
+        "--input",
+        path_str(&sample),
+        "--output",
+        path_str(&run),
+    ]);
+    let labels = dir.path().join("labels.tsv");
+    std::fs::write(
+        &labels,
+        "id_a\tid_b\tlabel\n1\t5\t1\n1\t6\t0\n4\t14\t1\n3\t8\t0\n99\t1\t1\n13\t1\t0\n",
+    )
+    .unwrap();
+    let table = neardup_ok(&[
+        "eval",
+        "--output",
+        path_str(&run),
+        "--labels",
+        path_str(&labels),
+    ]);
+    // 1-5 found (TP), 4-14 missed (FN), 1-6 and 3-8 apart (TN), 13 has no fingerprint (TN).
+    assert!(
+        table.contains("| 3 | 1 | 0 | 1 | 3 | 1.0000 | 0.5000 | 0.6667 | - |"),
+        "{table}"
+    );
+    assert!(
+        table.contains("1 ids in the truth or labels are not in the run"),
+        "{table}"
+    );
+    assert!(table.contains("| none | 0 | 1 |"), "{table}");
+    assert!(table.contains("| 0 | 1 | 0 |"), "{table}");
+
+    let both = neardup(&["eval", "--output", path_str(&run)]);
+    assert_eq!(both.status.code(), Some(2));
+}
