@@ -1,6 +1,6 @@
 -- Stage 1: signatures. One row per input document.
 --
--- Reads `corpus_ordered`: the input with `input_order` = file index * 2^32 + row index, which
+-- Reads `corpus_ordered`: the input with `__neardup_input_order` = file index * 2^32 + row index, which
 -- the runner sets up (one scan per file, so row numbers follow the file). Writes the original
 -- system's table: id, fingerprint and its four 16-bit bands, plus the text length and the
 -- input order (the representative of a group is its member that comes first).
@@ -12,7 +12,7 @@ CREATE VIEW signed AS
 SELECT ${id} AS id,
        simhash(${text}) AS simhash,
        octet_length(${text}) AS text_bytes,
-       input_order
+       __neardup_input_order AS input_order
 FROM corpus_ordered;
 
 COPY (

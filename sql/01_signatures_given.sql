@@ -9,5 +9,5 @@ SELECT ${id} AS id,
        bucket(${simhash}, 3) AS bucket3,
        bucket(${simhash}, 4) AS bucket4,
        CAST(NULL AS BIGINT) AS text_bytes,
-       input_order
+       __neardup_input_order AS input_order
 FROM corpus_ordered;

@@ -29,6 +29,13 @@ pub fn resolve_inputs(inputs: &[String]) -> Result<Vec<PathBuf>> {
     let mut seen = BTreeSet::new();
     for input in inputs {
         for file in expand(input)? {
+            if has_glob_characters(&file) {
+                return Err(Error::Input(format!(
+                    "{}: neardup cannot read a file whose path holds '*', '?' or '[' (DataFusion \
+                     would read it as a pattern and could pick up other files); rename it",
+                    file.display()
+                )));
+            }
             let absolute = std::path::absolute(&file).map_err(|e| Error::io(&file, e))?;
             if seen.insert(absolute.clone()) {
                 files.push(absolute);
@@ -163,8 +170,10 @@ impl Corpus {
             return Err(Error::Input(format!(
                 "{}: text column '{name}' has type {text_type} (bytes, not text); neardup reads \
                  UTF-8 strings and will not guess an encoding. Decode it first, e.g. \
-                 neardup query \"COPY (SELECT id, CAST({name} AS VARCHAR) AS text FROM '<file>') TO '<new file>'\"",
-                self.files[0].display()
+                 neardup query \"COPY (SELECT *, CAST({} AS VARCHAR) AS text_utf8 FROM '<file>') TO '<new file>'\" \
+                 and pass --text-column text_utf8",
+                self.files[0].display(),
+                quote_ident(name)
             )));
         }
         Err(Error::Input(format!(
@@ -185,12 +194,13 @@ impl Corpus {
         )))
     }
 
-    /// The file behind an `input_order` value (file index * 2^32 + row), for error messages.
+    /// The file and 1-based row behind an input order (file index * 2^32 + row index), for
+    /// error messages.
     pub fn locate(&self, input_order: i64) -> String {
         let file = (input_order >> 32) as usize;
         let row = input_order & 0xFFFF_FFFF;
         match self.files.get(file) {
-            Some(path) => format!("{} row {row}", path.display()),
+            Some(path) => format!("{} row {}", path.display(), row + 1),
             None => format!("input order {input_order}"),
         }
     }
@@ -234,6 +244,11 @@ fn schema_difference(a: &SchemaRef, b: &SchemaRef) -> Option<String> {
         return None;
     }
     Some(format!("[{}] versus [{}]", b.join(", "), a.join(", ")))
+}
+
+/// True when DataFusion would take `path` for a glob pattern.
+pub fn has_glob_characters(path: &Path) -> bool {
+    path.to_string_lossy().contains(['*', '?', '['])
 }
 
 /// Quotes a column name for SQL (names may hold spaces, capitals or quotes).

@@ -355,7 +355,8 @@ fn finish(
 }
 
 /// Registers `corpus` (all files, scanned in parallel) and `corpus_ordered` (the same rows with
-/// `input_order` = file index * 2^32 + row index).
+/// `__neardup_input_order` = file index * 2^32 + row index; the name cannot clash with an
+/// input column, such as the `input_order` of a run's own signatures).
 pub async fn register_corpus(ctx: &SessionContext, corpus: &Corpus) -> Result<()> {
     let paths: Vec<String> = corpus
         .files
@@ -376,7 +377,7 @@ pub async fn register_corpus(ctx: &SessionContext, corpus: &Corpus) -> Result<()
             .await
             .context(|| format!("reading {path}"))?;
         union.push(format!(
-            "SELECT *, {index} * 4294967296 + CAST(row_number() OVER () AS BIGINT) - 1 AS input_order FROM {table}"
+            "SELECT *, {index} * 4294967296 + CAST(row_number() OVER () AS BIGINT) - 1 AS __neardup_input_order FROM {table}"
         ));
     }
     let view = format!(
@@ -392,7 +393,7 @@ async fn check_ids(ctx: &SessionContext, corpus: &Corpus, id_column: &str) -> Re
     let nulls = query_batches(
         ctx,
         &format!(
-            "SELECT input_order FROM corpus_ordered WHERE {id} IS NULL ORDER BY input_order LIMIT 3"
+            "SELECT __neardup_input_order FROM corpus_ordered WHERE {id} IS NULL ORDER BY 1 LIMIT 3"
         ),
     )
     .await?;

@@ -47,6 +47,13 @@ impl StagingDir {
             .ok_or_else(|| Error::Usage(format!("--output {} names no folder", target.display())))?
             .to_string_lossy()
             .into_owned();
+        if crate::input::has_glob_characters(&target) {
+            return Err(Error::Usage(format!(
+                "--output {} holds '*', '?' or '[', which DataFusion would read as a pattern; \
+                 choose another name",
+                target.display()
+            )));
+        }
         if target.exists() {
             if !target.is_dir() {
                 return Err(Error::Usage(format!(
@@ -109,7 +116,13 @@ impl StagingDir {
             std::fs::rename(&self.target, &aside).map_err(|e| Error::io(&self.target, e))?;
             old = Some(aside);
         }
-        std::fs::rename(&self.staging, &self.target).map_err(|e| Error::io(&self.target, e))?;
+        if let Err(e) = std::fs::rename(&self.staging, &self.target) {
+            // Put the old output back: a failed commit must not lose it.
+            if let Some(old) = &old {
+                let _ = std::fs::rename(old, &self.target);
+            }
+            return Err(Error::io(&self.target, e));
+        }
         self.committed = true;
         if let Some(old) = old {
             std::fs::remove_dir_all(&old).map_err(|e| Error::io(&old, e))?;
@@ -143,10 +156,18 @@ fn remove_abandoned_staging(parent: &Path, name: &str) {
         let Some(pid) = file_name.strip_prefix(&prefix) else {
             continue;
         };
+        let is_old_output = pid.ends_with(".old");
         let pid = pid.trim_end_matches(".old");
         let alive = Path::new("/proc").join(pid).exists();
         if Path::new("/proc/self").exists() && !alive && pid.parse::<u32>().is_ok() {
-            let _ = std::fs::remove_dir_all(entry.path());
+            let target = parent.join(name);
+            if is_old_output && !target.exists() {
+                // Killed between moving the old output aside and moving the new one in:
+                // the old output is the only complete one, so it goes back.
+                let _ = std::fs::rename(entry.path(), &target);
+            } else {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
         }
     }
 }

@@ -217,8 +217,8 @@ mod tests {
 
     /// The pairs `band_pairs` returns for three fingerprints at one band, sorted.
     async fn pairs_at(band: i64, k: i64) -> Vec<(u64, u64)> {
-        // 0x1111222233334444, the same with its lowest bit flipped (distance 1: shares all four
-        // bands), and 0x1111999999999999 (shares only band 1 with them, distance > 3).
+        // 0x1111222233334444, the same with its lowest bit flipped (distance 1: they share bands
+        // 1 to 3, not band 4), and 0x1111999999999999 (shares only band 1, distance > 3).
         let batches = sql(&format!(
             "SELECT band_pairs(f, {band}, {k}) FROM (VALUES \
              (arrow_cast(1229801703532086340, 'UInt64')), \
@@ -242,6 +242,7 @@ mod tests {
     async fn a_pair_is_found_in_its_first_shared_band_only() {
         let expected = vec![(0x1111_2222_3333_4444, 0x1111_2222_3333_4445)];
         assert_eq!(pairs_at(1, 3).await, expected);
+        // Bands 2 and 3 are shared too, but band 1 came first; band 4 is not shared.
         for band in 2..=4 {
             assert!(pairs_at(band, 3).await.is_empty(), "band {band}");
         }

@@ -232,6 +232,27 @@ async fn query_formats_and_existing_output() {
     ]);
     assert!(table.contains("| 10 |"), "{table}");
 
+    // The signatures a run keeps can be matched again, with the same groups.
+    let again = dir.path().join("again");
+    neardup_ok(&[
+        "match",
+        "--signatures",
+        path_str(&output.join("signatures")),
+        "--output",
+        path_str(&again),
+    ]);
+    let groups_of = |dir: std::path::PathBuf| async move {
+        let batches = query(
+            &dir,
+            "SELECT id, group_id, representative_id FROM groups ORDER BY id",
+        )
+        .await;
+        datafusion::arrow::util::pretty::pretty_format_batches(&batches)
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(groups_of(output.clone()).await, groups_of(again).await);
+
     // An existing output is refused without --overwrite, replaced with it.
     let again = neardup(&["run", "--input", path_str(&input), "--output", out]);
     assert_eq!(again.status.code(), Some(2));
@@ -248,6 +269,46 @@ async fn query_formats_and_existing_output() {
     ]);
     let summary = std::fs::read_to_string(output.join("summary.json")).unwrap();
     assert!(summary.contains("\"k\": 0"), "{summary}");
+}
+
+#[tokio::test]
+async fn representative_follows_the_order_of_the_input_files() {
+    // The sample split in two files: ids up to 10, and the rest. Group {2, 12} is represented
+    // by whichever comes first in input order, so swapping the files swaps the representative.
+    let dir = tempfile::tempdir().unwrap();
+    let sample = path_str(&fixture("sample.parquet")).to_string();
+    let first = dir.path().join("first.parquet");
+    let second = dir.path().join("second.parquet");
+    for (file, condition) in [(&first, "id <= 10"), (&second, "id > 10")] {
+        neardup_ok(&[
+            "query",
+            &format!(
+                "COPY (SELECT * FROM '{sample}' WHERE {condition} ORDER BY id) TO '{}'",
+                path_str(file)
+            ),
+        ]);
+    }
+    // Second file first: 11, 12 and 20 now come before 1, so {3, 7, 11} is group 1 (rep 11),
+    // {2, 12} group 2 (rep 12).
+    for (files, representative, group) in [([&first, &second], 2, 2), ([&second, &first], 12, 2)] {
+        let output = dir.path().join(format!("out-{representative}"));
+        neardup_ok(&[
+            "run",
+            "--input",
+            path_str(files[0]),
+            path_str(files[1]),
+            "--output",
+            path_str(&output),
+        ]);
+        let rows = query(
+            &output,
+            "SELECT representative_id, group_id FROM groups WHERE id = 2",
+        )
+        .await;
+        let rep = rows[0].column(0).as_primitive::<Int64Type>().value(0);
+        let group_id = rows[0].column(1).as_primitive::<UInt64Type>().value(0);
+        assert_eq!((rep, group_id), (representative, group), "files {files:?}");
+    }
 }
 
 #[tokio::test]

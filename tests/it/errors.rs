@@ -94,7 +94,7 @@ fn duplicate_and_null_ids_are_refused_with_examples() {
     assert_eq!(result.status.code(), Some(1));
     let message = stderr(&result);
     assert!(
-        message.contains("is NULL at") && message.contains("null.parquet row 1"),
+        message.contains("is NULL at") && message.contains("null.parquet row 2"),
         "{message}"
     );
 }

@@ -167,6 +167,7 @@ async fn pairs_and_groups_equal_brute_force_for_every_k_and_strategy() {
         assert_eq!(pairs, expected_pairs, "pairs at k = {k}, {matching}");
 
         let expected_groups = bfs_groups(&rows, &expected_pairs);
+
         let batches = query(
             &output,
             "SELECT id, group_id, representative_id, group_size, distance FROM groups ORDER BY id",
