@@ -59,7 +59,8 @@ pub struct EvalArgs {
     /// Cluster column of --truth.
     #[arg(long, default_value = "cluster", value_name = "NAME")]
     pub truth_cluster_column: String,
-    /// Labelled pairs (Parquet, CSV or TSV): id_a, id_b, label (1 duplicate, 0 not).
+    /// Labelled pairs (Parquet, CSV or TSV): id_a, id_b, label (1 duplicate, 0 not; without a
+    /// label column every pair listed is a duplicate).
     #[arg(long, value_name = "FILE")]
     pub labels: Option<PathBuf>,
     /// Score every k in a range, e.g. 0..=3 (up to the run's k).

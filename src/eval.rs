@@ -302,7 +302,22 @@ pub async fn eval(options: &EvalOptions) -> Result<String> {
         }
     } else if let Some(labels) = &options.labels {
         register_file(&ctx, "labels", labels).await?;
-        let sql = "SELECT arrow_cast(id_a, 'Utf8'), arrow_cast(id_b, 'Utf8'), CAST(label AS BIGINT) FROM labels";
+        // Without a `label` column every listed pair is a positive (silver pairs, say).
+        let has_label = ctx
+            .table("labels")
+            .await
+            .context(|| "reading the labels".into())?
+            .schema()
+            .has_column_with_unqualified_name("label");
+        let label = if has_label {
+            "CAST(label AS BIGINT)"
+        } else {
+            "1"
+        };
+        let sql = format!(
+            "SELECT arrow_cast(id_a, 'Utf8'), arrow_cast(id_b, 'Utf8'), {label} FROM labels"
+        );
+        let sql = sql.as_str();
         let mut labelled = Vec::new();
         for batch in collect(&ctx, sql).await? {
             let (a, b) = (
