@@ -24,7 +24,7 @@ const K: u32 = 3;
 struct SplitMix64(u64);
 
 impl SplitMix64 {
-    fn next(&mut self) -> u64 {
+    fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -38,12 +38,12 @@ fn fingerprints(n: usize) -> Vec<u64> {
     let mut out: Vec<u64> = Vec::with_capacity(n);
     for i in 0..n {
         if i > 0 && i % 10 == 0 {
-            let base = out[(rng.next() % out.len() as u64) as usize];
+            let base = out[(rng.next_u64() % out.len() as u64) as usize];
             let mut f = base;
-            let flips = 1 + rng.next() % 3;
+            let flips = 1 + rng.next_u64() % 3;
             let mut flipped = 0;
             while flipped < flips {
-                let bit = 1u64 << (rng.next() % 64);
+                let bit = 1u64 << (rng.next_u64() % 64);
                 if (f ^ base) & bit == 0 {
                     f ^= bit;
                     flipped += 1;
@@ -51,7 +51,7 @@ fn fingerprints(n: usize) -> Vec<u64> {
             }
             out.push(f);
         } else {
-            out.push(rng.next());
+            out.push(rng.next_u64());
         }
     }
     out

@@ -37,6 +37,45 @@ pub enum Command {
     Query(QueryArgs),
     /// Score a run's groups against a gold clustering or labelled pairs, for one k or a sweep.
     Eval(EvalArgs),
+    /// Make a near-duplicate test corpus and its truth from any Parquet corpus.
+    Generate(GenerateArgs),
+}
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Each source document is kept (id '<id>#0') and followed by 0..=max-copies \
+copies ('<id>#1', ...) with one to three edits among: boilerplate, markup, delete_sentence, \
+insert_sentence, swap_sentences, typos, truncate, punctuation_width, traditional. The corpus \
+has columns id, text, edits; the truth has id, cluster (the source id). Same seed, same output.\n\
+Example:\n  neardup generate --input docs.parquet --output gen.parquet --truth gen-truth.parquet\n  \
+neardup run --input gen.parquet --output out/gen\n  \
+neardup eval --output out/gen --truth gen-truth.parquet --sweep 0..=3"
+)]
+pub struct GenerateArgs {
+    /// Parquet corpus to take source documents from.
+    #[arg(long, value_name = "FILE")]
+    pub input: PathBuf,
+    /// Parquet file to write the generated corpus to.
+    #[arg(long, value_name = "FILE")]
+    pub output: PathBuf,
+    /// Parquet file to write the truth (id, cluster) to.
+    #[arg(long, value_name = "FILE")]
+    pub truth: PathBuf,
+    #[arg(long, default_value = "id", value_name = "NAME")]
+    pub id_column: String,
+    #[arg(long, default_value = "text", value_name = "NAME")]
+    pub text_column: String,
+    /// How many source documents to take (the first by id).
+    #[arg(long, default_value_t = 1000)]
+    pub sources: usize,
+    /// Most copies per source (each source gets 0..=this many).
+    #[arg(long, default_value_t = 3)]
+    pub max_copies: u64,
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Replace --output and --truth if they exist.
+    #[arg(long)]
+    pub overwrite: bool,
 }
 
 #[derive(Debug, Args)]
@@ -200,6 +239,25 @@ pub async fn execute(cli: Cli) -> Result<()> {
                 json: args.format == "json",
             };
             print!("{}", crate::eval::eval(&options).await?);
+        }
+        Command::Generate(args) => {
+            let options = crate::generate::GenerateOptions {
+                input: args.input,
+                output: args.output.clone(),
+                truth: args.truth.clone(),
+                id_column: args.id_column,
+                text_column: args.text_column,
+                sources: args.sources,
+                max_copies: args.max_copies,
+                seed: args.seed,
+                overwrite: args.overwrite,
+            };
+            let (sources, documents) = crate::generate::generate(&options).await?;
+            println!(
+                "{documents} documents from {sources} sources in {}; truth in {}",
+                args.output.display(),
+                args.truth.display()
+            );
         }
         Command::Query(args) => {
             let options = QueryOptions {

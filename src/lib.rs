@@ -9,6 +9,7 @@ pub mod cluster;
 pub mod error;
 pub mod eval;
 pub mod fingerprint;
+pub mod generate;
 pub mod input;
 pub mod job;
 pub mod output;

@@ -13,7 +13,7 @@ use crate::common::{SplitMix64, neardup_ok, path_str, query, write_fingerprints}
 /// and "smallest id" disagree, and the test can tell which rule the job applied.
 fn planted_fingerprints() -> Vec<(i64, u64)> {
     let mut rng = SplitMix64(42);
-    let mut fingerprints: Vec<u64> = (0..1500).map(|_| rng.next()).collect();
+    let mut fingerprints: Vec<u64> = (0..1500).map(|_| rng.next_u64()).collect();
     // Neighbours at distance 0..=4 from random earlier fingerprints.
     for i in 0..700u64 {
         let base = fingerprints[rng.below(fingerprints.len() as u64) as usize];
@@ -28,18 +28,18 @@ fn planted_fingerprints() -> Vec<(i64, u64)> {
         fingerprints.push(neighbour);
     }
     // A chain whose ends are far apart: one group only through transitivity.
-    let mut link = rng.next();
+    let mut link = rng.next_u64();
     for bit in [3u64, 17, 29, 41, 53, 60] {
         link ^= 1 << bit;
         fingerprints.push(link);
     }
     // Skew: many copies of one fingerprint, and a big bucket: 2,000 fingerprints with the same
     // last band (a templated page), some of them also near each other.
-    let popular = rng.next();
+    let popular = rng.next_u64();
     fingerprints.extend(std::iter::repeat_n(popular, 40));
-    let shared_band = rng.next() & 0xFFFF;
+    let shared_band = rng.next_u64() & 0xFFFF;
     for i in 0..2000u64 {
-        let f = (rng.next() & !0xFFFF) | shared_band;
+        let f = (rng.next_u64() & !0xFFFF) | shared_band;
         fingerprints.push(f);
         if i % 10 == 0 {
             fingerprints.push(f ^ (1 << (16 + rng.below(48))));

@@ -1,0 +1,361 @@
+//! `neardup generate`: a near-duplicate test corpus with its truth, from any Parquet corpus.
+//!
+//! Each source document is kept and followed by 0..=`max_copies` copies, each with one to three
+//! crawl-like edits: boilerplate header or footer, markup, a sentence deleted, inserted (from
+//! another source) or swapped, typos, truncation, punctuation width, Traditional script.
+//! Deterministic from the seed (SplitMix64, no global randomness): the same input and seed give
+//! the same corpus, so an evaluation can be repeated.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use datafusion::arrow::array::{AsArray, RecordBatch, StringArray};
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::parquet::arrow::ArrowWriter;
+use datafusion::prelude::{ParquetReadOptions, SessionContext};
+
+use crate::error::{Error, QueryContext, Result};
+use crate::input::quote_ident;
+use crate::text::is_han;
+
+#[derive(Debug, Clone)]
+pub struct GenerateOptions {
+    pub input: PathBuf,
+    pub output: PathBuf,
+    pub truth: PathBuf,
+    pub id_column: String,
+    pub text_column: String,
+    pub sources: usize,
+    pub max_copies: u64,
+    pub seed: u64,
+    pub overwrite: bool,
+}
+
+/// SplitMix64: small, fast, and the same on every platform.
+pub struct SplitMix64(pub u64);
+
+impl SplitMix64 {
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// A number in 0..n (n > 0).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n.max(1) as u64) as usize
+    }
+}
+
+/// The edits a copy can receive, by name (the names go into the `edits` column).
+pub const EDITS: [&str; 9] = [
+    "boilerplate",
+    "markup",
+    "delete_sentence",
+    "insert_sentence",
+    "swap_sentences",
+    "typos",
+    "truncate",
+    "punctuation_width",
+    "traditional",
+];
+
+/// Sentences with their closing punctuation, so joining them gives the text back.
+pub fn sentences(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    for (i, c) in text.char_indices() {
+        if matches!(c, '。' | '！' | '？' | '.' | '!' | '?' | '\n') {
+            let end = i + c.len_utf8();
+            if !text[start..end].trim().is_empty() {
+                out.push(&text[start..end]);
+            }
+            start = end;
+        }
+    }
+    if !text[start..].trim().is_empty() {
+        out.push(&text[start..]);
+    }
+    out
+}
+
+/// A few frequent Simplified characters and their Traditional forms: enough to change the
+/// script of a page the way a zh-TW mirror does, not a full conversion table.
+const TRADITIONAL: [(char, char); 40] = [
+    ('这', '這'),
+    ('个', '個'),
+    ('们', '們'),
+    ('来', '來'),
+    ('时', '時'),
+    ('会', '會'),
+    ('为', '為'),
+    ('国', '國'),
+    ('说', '說'),
+    ('对', '對'),
+    ('发', '發'),
+    ('后', '後'),
+    ('过', '過'),
+    ('还', '還'),
+    ('没', '沒'),
+    ('问', '問'),
+    ('题', '題'),
+    ('学', '學'),
+    ('开', '開'),
+    ('关', '關'),
+    ('实', '實'),
+    ('现', '現'),
+    ('经', '經'),
+    ('动', '動'),
+    ('电', '電'),
+    ('话', '話'),
+    ('长', '長'),
+    ('门', '門'),
+    ('书', '書'),
+    ('车', '車'),
+    ('见', '見'),
+    ('间', '間'),
+    ('软', '軟'),
+    ('件', '件'),
+    ('统', '統'),
+    ('数', '數'),
+    ('据', '據'),
+    ('设', '設'),
+    ('置', '置'),
+    ('线', '線'),
+];
+
+/// Applies one named edit; `other` is another source's text (for insertions).
+pub fn apply_edit(edit: &str, text: &str, other: &str, rng: &mut SplitMix64) -> String {
+    let chinese = text.chars().any(is_han);
+    match edit {
+        "boilerplate" => {
+            let (header, footer) = if chinese {
+                (
+                    "首页 | 新闻 | 产品 | 关于我们\n",
+                    "\n版权所有 © 2026 示例网站 保留所有权利 | 联系我们",
+                )
+            } else {
+                (
+                    "Home | News | Products | About us\n",
+                    "\nCopyright © 2026 Example Site. All rights reserved. | Contact",
+                )
+            };
+            match rng.below(3) {
+                0 => format!("{header}{text}"),
+                1 => format!("{text}{footer}"),
+                _ => format!("{header}{text}{footer}"),
+            }
+        }
+        "markup" => {
+            let body: String = sentences(text)
+                .iter()
+                .map(|s| format!("<p>{}</p>", s.trim()))
+                .collect();
+            format!("<html><body><div class=\"content\">{body}</div></body></html>")
+        }
+        "delete_sentence" | "insert_sentence" | "swap_sentences" => {
+            let mut parts: Vec<String> = sentences(text).iter().map(|s| s.to_string()).collect();
+            if parts.len() < 2 {
+                return format!("{text}{}", sentences(other).first().copied().unwrap_or(""));
+            }
+            let i = rng.below(parts.len());
+            match edit {
+                "delete_sentence" => {
+                    parts.remove(i);
+                }
+                "insert_sentence" => {
+                    let donor = sentences(other);
+                    if let Some(s) = donor.get(rng.below(donor.len())) {
+                        parts.insert(i, s.to_string());
+                    }
+                }
+                _ => {
+                    let j = (i + 1 + rng.below(parts.len() - 1)) % parts.len();
+                    parts.swap(i, j);
+                }
+            }
+            parts.concat()
+        }
+        "typos" => {
+            let mut chars: Vec<char> = text.chars().collect();
+            for _ in 0..(chars.len() / 200).clamp(1, 20) {
+                let i = rng.below(chars.len());
+                let c = chars[i];
+                chars[i] = if is_han(c) {
+                    char::from_u32(0x4E00 + rng.below(0x51A5) as u32).unwrap_or(c)
+                } else if c.is_ascii_alphabetic() {
+                    (b'a' + rng.below(26) as u8) as char
+                } else {
+                    c
+                };
+            }
+            chars.into_iter().collect()
+        }
+        "truncate" => {
+            let chars: Vec<char> = text.chars().collect();
+            let keep = chars.len() * (70 + rng.below(21)) / 100;
+            chars[..keep].iter().collect()
+        }
+        "punctuation_width" => text
+            .chars()
+            .map(|c| match c {
+                '，' => ',',
+                '。' => '.',
+                '：' => ':',
+                '；' => ';',
+                '！' => '!',
+                '？' => '?',
+                '（' => '(',
+                '）' => ')',
+                ',' => '，',
+                ':' => '：',
+                ';' => '；',
+                other => other,
+            })
+            .collect(),
+        "traditional" => text
+            .chars()
+            .map(|c| TRADITIONAL.iter().find(|p| p.0 == c).map_or(c, |p| p.1))
+            .collect(),
+        _ => text.to_string(),
+    }
+}
+
+/// Writes the generated corpus (id, text, edits) and its truth (id, cluster).
+pub async fn generate(options: &GenerateOptions) -> Result<(usize, usize)> {
+    for path in [&options.output, &options.truth] {
+        if path.exists() && !options.overwrite {
+            return Err(Error::Usage(format!(
+                "{} already exists; pass --overwrite to replace it",
+                path.display()
+            )));
+        }
+    }
+    let ctx = SessionContext::new();
+    let location = options.input.display().to_string();
+    ctx.register_parquet(
+        "source",
+        &location,
+        ParquetReadOptions::default().file_extension(""),
+    )
+    .await
+    .context(|| format!("reading {location}"))?;
+    let sql = format!(
+        "SELECT arrow_cast({id}, 'Utf8'), arrow_cast({text}, 'Utf8') FROM source \
+         WHERE {text} IS NOT NULL AND trim({text}) <> '' ORDER BY 1 LIMIT {}",
+        options.sources,
+        id = quote_ident(&options.id_column),
+        text = quote_ident(&options.text_column),
+    );
+    let batches = ctx
+        .sql(&sql)
+        .await
+        .context(|| "selecting source documents".into())?
+        .collect()
+        .await
+        .context(|| "selecting source documents".into())?;
+    let mut sources: Vec<(String, String)> = Vec::new();
+    for batch in &batches {
+        let (ids, texts) = (
+            batch.column(0).as_string::<i32>(),
+            batch.column(1).as_string::<i32>(),
+        );
+        for i in 0..batch.num_rows() {
+            sources.push((ids.value(i).to_string(), texts.value(i).to_string()));
+        }
+    }
+    if sources.is_empty() {
+        return Err(Error::Input(format!(
+            "{location}: no document with text to copy"
+        )));
+    }
+    let mut rng = SplitMix64(options.seed);
+    let (mut ids, mut texts, mut edits, mut clusters) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for (number, (source_id, text)) in sources.iter().enumerate() {
+        ids.push(format!("{source_id}#0"));
+        texts.push(text.clone());
+        edits.push(String::new());
+        clusters.push(source_id.clone());
+        for copy in 1..=rng.below(options.max_copies as usize + 1) {
+            let other = &sources[(number + 1 + rng.below(sources.len())) % sources.len()].1;
+            let mut edited = text.clone();
+            let mut applied = Vec::new();
+            for _ in 0..1 + rng.below(3) {
+                let edit = EDITS[rng.below(EDITS.len())];
+                edited = apply_edit(edit, &edited, other, &mut rng);
+                applied.push(edit);
+            }
+            ids.push(format!("{source_id}#{copy}"));
+            texts.push(edited);
+            edits.push(applied.join(","));
+            clusters.push(source_id.clone());
+        }
+    }
+    let documents = ids.len();
+    write(
+        &options.output,
+        &[("id", &ids), ("text", &texts), ("edits", &edits)],
+    )?;
+    write(&options.truth, &[("id", &ids), ("cluster", &clusters)])?;
+    Ok((sources.len(), documents))
+}
+
+fn write(path: &Path, columns: &[(&str, &Vec<String>)]) -> Result<()> {
+    let schema = Arc::new(Schema::new(
+        columns
+            .iter()
+            .map(|(name, _)| Field::new(*name, DataType::Utf8, false))
+            .collect::<Vec<_>>(),
+    ));
+    let arrays = columns
+        .iter()
+        .map(|(_, values)| Arc::new(StringArray::from_iter_values(values.iter())) as _)
+        .collect();
+    let failed = |e: String| Error::Internal(format!("{}: {e}", path.display()));
+    let batch =
+        RecordBatch::try_new(Arc::clone(&schema), arrays).map_err(|e| failed(e.to_string()))?;
+    // Written beside the target and renamed: the file appears whole or not at all.
+    let mut partial = path.as_os_str().to_os_string();
+    partial.push(".partial");
+    let partial = PathBuf::from(partial);
+    let file = std::fs::File::create(&partial).map_err(|e| Error::io(&partial, e))?;
+    let mut writer = ArrowWriter::try_new(file, schema, None).map_err(|e| failed(e.to_string()))?;
+    writer.write(&batch).map_err(|e| failed(e.to_string()))?;
+    writer.close().map_err(|e| failed(e.to_string()))?;
+    std::fs::rename(&partial, path).map_err(|e| Error::io(path, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sentences_join_back_to_the_text() {
+        let text = "第一句。第二句！Third one. And a tail";
+        assert_eq!(sentences(text).concat(), text);
+        assert_eq!(sentences(text).len(), 4);
+    }
+
+    #[test]
+    fn edits_change_the_text_deterministically() {
+        let text = "这个软件的设置在这里。我们来说明它的问题，还有后来的发现。最后一句话没有问题。";
+        let other = "另一篇文章的第一句。第二句。";
+        for edit in EDITS {
+            let a = apply_edit(edit, text, other, &mut SplitMix64(7));
+            let b = apply_edit(edit, text, other, &mut SplitMix64(7));
+            assert_eq!(a, b, "{edit}");
+            assert_ne!(a, text, "{edit} changed nothing");
+        }
+        assert_eq!(
+            apply_edit("traditional", "这个软件", "", &mut SplitMix64(1)),
+            "這個軟件"
+        );
+        assert_eq!(
+            apply_edit("punctuation_width", "好，的。", "", &mut SplitMix64(1)),
+            "好,的."
+        );
+    }
+}
