@@ -237,7 +237,11 @@ pub async fn eval(options: &EvalOptions) -> Result<String> {
         return Err(Error::Usage(format!("--sweep {low}..={high} is empty")));
     }
     let note = (high > run_k).then(|| {
-        format!("the run matched at k = {run_k}; k above it cannot be scored from its pairs (run again with a larger --k)")
+        format!(
+            "the run matched at k = {run_k}, so only k up to {run_k} can be scored from its pairs \
+             (run again with a larger --k; the four 16-bit bands support k up to {})",
+            crate::job::MAX_K
+        )
     });
     let ks: Vec<u32> = (low..=high.min(run_k)).collect();
 
