@@ -18,20 +18,9 @@ use datafusion::arrow::array::{Int64Array, RecordBatch, UInt64Array};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::parquet::arrow::ArrowWriter;
 use neardup::fingerprint::{BANDS, band, first_shared_band, hamming};
+use neardup::generate::SplitMix64;
 
 const K: u32 = 3;
-
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-}
 
 fn fingerprints(n: usize) -> Vec<u64> {
     let mut rng = SplitMix64(n as u64);

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use datafusion::arrow::array::{Array, AsArray, RecordBatch};
+use datafusion::arrow::array::{Array, AsArray};
 use datafusion::arrow::datatypes::{Int64Type, UInt8Type, UInt64Type};
 use datafusion::prelude::{CsvReadOptions, ParquetReadOptions, SessionContext};
 use serde::Serialize;
@@ -13,6 +13,7 @@ use serde::Serialize;
 use crate::cluster;
 use crate::error::{Error, QueryContext, Result};
 use crate::input::quote_ident;
+use crate::job::query_batches;
 use crate::output::SUMMARY_FILE;
 use crate::query;
 use crate::summary::Summary;
@@ -146,20 +147,10 @@ struct RunTables {
     pairs: Vec<(usize, usize, u8)>,
 }
 
-async fn collect(ctx: &SessionContext, sql: &str) -> Result<Vec<RecordBatch>> {
-    let what = || format!("eval: {sql}");
-    ctx.sql(sql)
-        .await
-        .context(what)?
-        .collect()
-        .await
-        .context(what)
-}
-
 async fn load_run(ctx: &SessionContext) -> Result<RunTables> {
     let mut index = HashMap::new();
     let mut fingerprints = Vec::new();
-    for batch in collect(
+    for batch in query_batches(
         ctx,
         "SELECT arrow_cast(id, 'Utf8'), simhash FROM signatures",
     )
@@ -174,7 +165,7 @@ async fn load_run(ctx: &SessionContext) -> Result<RunTables> {
     }
     let mut pairs = Vec::new();
     let sql = "SELECT arrow_cast(id_a, 'Utf8'), arrow_cast(id_b, 'Utf8'), distance FROM pairs";
-    for batch in collect(ctx, sql).await? {
+    for batch in query_batches(ctx, sql).await? {
         let (a, b) = (
             batch.column(0).as_string::<i32>(),
             batch.column(1).as_string::<i32>(),
@@ -269,7 +260,7 @@ pub async fn eval(options: &EvalOptions) -> Result<String> {
         );
         let mut members = Vec::new();
         let mut cluster_numbers: HashMap<String, u64> = HashMap::new();
-        for batch in collect(&ctx, &sql).await? {
+        for batch in query_batches(&ctx, &sql).await? {
             let (ids, clusters) = (
                 batch.column(0).as_string::<i32>(),
                 batch.column(1).as_string::<i32>(),
@@ -323,7 +314,7 @@ pub async fn eval(options: &EvalOptions) -> Result<String> {
         );
         let sql = sql.as_str();
         let mut labelled = Vec::new();
-        for batch in collect(&ctx, sql).await? {
+        for batch in query_batches(&ctx, sql).await? {
             let (a, b) = (
                 batch.column(0).as_string::<i32>(),
                 batch.column(1).as_string::<i32>(),

@@ -466,7 +466,8 @@ async fn cluster_fingerprints(ctx: &SessionContext) -> Result<()> {
     Ok(())
 }
 
-async fn query_batches(ctx: &SessionContext, sql: &str) -> Result<Vec<RecordBatch>> {
+/// Runs one query and collects its result; errors name the query.
+pub(crate) async fn query_batches(ctx: &SessionContext, sql: &str) -> Result<Vec<RecordBatch>> {
     let what = || format!("query {sql}");
     ctx.sql(sql)
         .await

@@ -111,19 +111,5 @@ pub fn write_fingerprints(path: &Path, fingerprints: &[(i64, u64)]) {
     writer.close().expect("close");
 }
 
-/// A small deterministic generator (SplitMix64), so tests need no seed handling.
-pub struct SplitMix64(pub u64);
-
-impl SplitMix64 {
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n
-    }
-}
+/// The project's deterministic generator, so tests need no seed handling.
+pub use neardup::generate::SplitMix64;

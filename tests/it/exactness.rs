@@ -16,7 +16,7 @@ fn planted_fingerprints() -> Vec<(i64, u64)> {
     let mut fingerprints: Vec<u64> = (0..1500).map(|_| rng.next_u64()).collect();
     // Neighbours at distance 0..=4 from random earlier fingerprints.
     for i in 0..700u64 {
-        let base = fingerprints[rng.below(fingerprints.len() as u64) as usize];
+        let base = fingerprints[rng.below(fingerprints.len())];
         let mut neighbour = base;
         let mut flipped = BTreeSet::new();
         while flipped.len() < (i % 5) as usize {
