@@ -5,15 +5,30 @@
 -- system's table: id, fingerprint and its four 16-bit bands, plus the text length and the
 -- input order (the representative of a group is its member that comes first).
 --
--- simhash is NULL when the text is NULL or has nothing to fingerprint (empty, whitespace,
--- punctuation only); such documents take no part in matching.
+-- ${features} is the run's option string (`--features`, canonical form): cleaning and feature
+-- mode. simhash is NULL when the text is NULL or has nothing to fingerprint (empty, whitespace,
+-- punctuation only) unless the options say empty=exact; such documents take no part in
+-- matching. `features` counts the distinct features: a document with fewer than min_features
+-- was fingerprinted by an exact hash (the short-text policy, see docs/FEATURES.md).
 
 CREATE VIEW signed AS
-SELECT ${id} AS id,
-       simhash(${text}) AS simhash,
-       octet_length(${text}) AS text_bytes,
-       __neardup_input_order AS input_order
-FROM corpus_ordered;
+SELECT id,
+       "details.simhash" AS simhash,
+       "details.features" AS features,
+       text_bytes,
+       input_order
+FROM (
+    -- unnest splits the struct after it is computed once per row; reading its fields directly
+    -- would let the optimizer inline the call once per field and fingerprint every text twice.
+    SELECT id, unnest(details), text_bytes, input_order
+    FROM (
+        SELECT ${id} AS id,
+               simhash_details(${text}, ${features}) AS details,
+               octet_length(${text}) AS text_bytes,
+               __neardup_input_order AS input_order
+        FROM corpus_ordered
+    )
+);
 
 COPY (
     SELECT id,
@@ -23,7 +38,8 @@ COPY (
            bucket(simhash, 3) AS bucket3,
            bucket(simhash, 4) AS bucket4,
            text_bytes,
-           input_order
+           input_order,
+           features
     FROM signed
 ) TO ${signatures_dir} STORED AS PARQUET;
 

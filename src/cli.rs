@@ -9,6 +9,7 @@ use crate::job::{self, MatchOptions, RunOptions};
 use crate::pipeline::Matching;
 use crate::query::{self, Format, QueryOptions};
 use crate::summary::Summary;
+use crate::text::FeatureOptions;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -125,11 +126,20 @@ fn parse_sweep(text: &str) -> std::result::Result<(u32, u32), String> {
 
 #[derive(Debug, Args)]
 #[command(after_help = "Outputs under --output:\n  \
-signatures/   id, simhash, bucket1..bucket4, text_bytes, input_order (one row per document)\n  \
+signatures/   id, simhash, bucket1..bucket4, text_bytes, input_order, features (one row per document)\n  \
 pairs/        id_a < id_b, distance (one row per pair within k)\n  \
 groups/       id, group_id, representative_id, group_size, distance (duplicated documents)\n  \
 dedup/        the input rows minus the non-representative group members\n  \
-summary.json  parameters, inputs, counts, stage times")]
+summary.json  parameters, inputs, counts, stage times\n\n\
+--features takes key=value pairs separated by commas (docs/FEATURES.md):\n  \
+mode=auto|jieba_tfidf|jieba_tf|words|shingles|chars   how text becomes features (auto: jieba_tfidf\n  \
+                                     for text with Han characters, words otherwise)\n  \
+top_k=50        keywords kept by jieba_tfidf        n=3    words per shingle / characters per n-gram\n  \
+idf=FILE        jieba-format IDF table              stop_words=FILE   one stop word per line\n  \
+min_features=5  fewer distinct features: matched only as exact copies (short texts)\n  \
+empty=skip|exact   documents with no features: left out, or exact duplicates of each other\n  \
+html=on nfkc=on width=on t2s=off case=on cjk_only=off space=on   cleaning steps, in this order\n\
+Example: --features mode=chars,n=3,t2s=on")]
 pub struct RunArgs {
     /// Parquet input: a file, a folder (searched for *.parquet) or a glob; repeat or list several.
     #[arg(long, required = true, num_args = 1.., value_name = "PATH")]
@@ -152,6 +162,15 @@ pub struct RunArgs {
     /// Replace --output if it already holds a neardup output.
     #[arg(long)]
     pub overwrite: bool,
+    /// Cleaning and feature options, e.g. mode=chars,n=3 (listed below; unset keys keep their
+    /// defaults). The same string works in SQL: simhash(text, 'mode=chars,n=3').
+    #[arg(long, value_name = "KEY=VALUE,...", default_value = "", hide_default_value = true,
+          value_parser = parse_features)]
+    pub features: FeatureOptions,
+}
+
+fn parse_features(text: &str) -> std::result::Result<FeatureOptions, String> {
+    FeatureOptions::parse(text).map_err(|e| e.to_string())
 }
 
 #[derive(Debug, Args)]
@@ -182,8 +201,9 @@ pub struct MatchArgs {
 #[derive(Debug, Args)]
 #[command(
     after_help = "Several statements may be given, separated by ';': all run, the last one's \
-result is written.\nFunctions: simhash(text), hamming(a, b), bucket(simhash, n), and the \
-aggregate band_pairs(simhash, band, k)."
+result is written.\nFunctions: simhash(text [, options]), simhash_details(text [, options]), \
+clean_text(text [, options]), hamming(a, b), bucket(simhash, n), and the aggregate \
+band_pairs(simhash, band, k). Options are run's --features string, e.g. 'mode=chars,n=3'."
 )]
 pub struct QueryArgs {
     /// Output folder of a run; its tables and its input (as corpus) are registered.
@@ -211,6 +231,7 @@ pub async fn execute(cli: Cli) -> Result<()> {
                 k: args.k,
                 matching: args.matching,
                 overwrite: args.overwrite,
+                features: args.features,
             };
             let summary = job::run(&options).await?;
             report(&summary, &args.output);

@@ -18,6 +18,7 @@ use crate::input::{self, Corpus, quote_ident, quote_literal};
 use crate::output::{SUMMARY_FILE, StagingDir};
 use crate::pipeline::{self, Matching, Params};
 use crate::summary::{Counts, Parameters, StageTime, Summary};
+use crate::text::{FeatureOptions, Featurizer};
 use crate::{cluster, udf};
 
 /// Largest k the four 16-bit bands find exactly (pigeonhole: k + 1 <= 4 bands).
@@ -33,6 +34,8 @@ pub struct RunOptions {
     pub k: u32,
     pub matching: Matching,
     pub overwrite: bool,
+    /// How texts become features (`--features`; `simhash`'s option string).
+    pub features: FeatureOptions,
 }
 
 /// What `neardup match` is asked to do: fingerprints computed elsewhere.
@@ -158,11 +161,16 @@ pub async fn run(options: &RunOptions) -> Result<Summary> {
     let corpus = input::inspect(input::resolve_inputs(&options.inputs)?)?;
     corpus.check_id_column(&options.id_column)?;
     corpus.check_text_column(&options.text_column)?;
+    // The canonical form: every option spelled out, recorded in summary.json as it ran.
+    let features = options.features.to_string();
+    Featurizer::cached(&features).map_err(|e| Error::Usage(format!("--features: {e}")))?;
     let staging = StagingDir::create(&options.output, options.overwrite)?;
     let ctx = session_context()?;
     register_corpus(&ctx, &corpus).await?;
     let params = stage_params(staging.path(), &options.id_column, options.k)
         .set("text", quote_ident(&options.text_column))
+        .set("features", quote_literal(&features))
+        .set("min_features", options.features.min_features.to_string())
         .clone();
     let stages = async {
         clock
@@ -186,7 +194,7 @@ pub async fn run(options: &RunOptions) -> Result<Summary> {
         return Err(name_corrupt_input(&ctx, e, &corpus).await);
     }
 
-    let mut counts = count(&ctx, true).await?;
+    let mut counts = count(&ctx, true, options.features.min_features).await?;
     let kept = count_rows(&ctx, "dedup").await?;
     if kept + counts.documents_removed != counts.documents {
         return Err(Error::Internal(format!(
@@ -200,7 +208,7 @@ pub async fn run(options: &RunOptions) -> Result<Summary> {
         options.matching,
         &options.id_column,
         &options.text_column,
-        "text",
+        &features,
     );
     finish(staging, "run", parameters, &corpus, counts, clock)
 }
@@ -228,13 +236,13 @@ pub async fn match_fingerprints(options: &MatchOptions) -> Result<Summary> {
     if let Err(e) = stages.await {
         return Err(name_corrupt_input(&ctx, e, &corpus).await);
     }
-    let counts = count(&ctx, false).await?;
+    let counts = count(&ctx, false, 0).await?;
     let parameters = parameters(
         options.k,
         options.matching,
         &options.id_column,
         &options.simhash_column,
-        "given",
+        "fingerprints given",
     );
     finish(staging, "match", parameters, &corpus, counts, clock)
 }
@@ -305,12 +313,6 @@ fn parameters(
     source_column: &str,
     features: &str,
 ) -> Parameters {
-    let features = match features {
-        "text" => "simhash(text): jieba TF-IDF top-50 keywords for text with Han characters, \
-                   lower-cased words weighted by frequency otherwise; XXH3-64 feature hash"
-            .to_string(),
-        _ => "fingerprints given".to_string(),
-    };
     Parameters {
         k,
         matching,
@@ -318,7 +320,7 @@ fn parameters(
         source_column: source_column.to_string(),
         fingerprint_bits: 64,
         bands: 4,
-        features,
+        features: features.to_string(),
     }
 }
 
@@ -497,12 +499,18 @@ fn first_value(batches: &[RecordBatch], column: usize) -> Result<u64> {
 }
 
 /// Counts for the summary. `has_texts` is false for `match`, whose input holds no texts.
-async fn count(ctx: &SessionContext, has_texts: bool) -> Result<Counts> {
+async fn count(ctx: &SessionContext, has_texts: bool, min_features: usize) -> Result<Counts> {
+    // `features` is NULL for NULL text; `match` has no texts, so no features column.
+    let features = if has_texts { "features" } else { "NULL" };
     let documents = query_batches(
         ctx,
-        "SELECT count(*), count(*) - count(text_bytes), count(*) - count(simhash), \
-                count(DISTINCT simhash) \
-         FROM signatures",
+        &format!(
+            "SELECT count(*), count(*) - count(text_bytes), count(*) - count(simhash), \
+                    count(DISTINCT simhash), \
+                    count(*) FILTER (WHERE {features} = 0), \
+                    count(*) FILTER (WHERE {features} > 0 AND {features} < {min_features}) \
+             FROM signatures"
+        ),
     )
     .await?;
     let null_texts = if has_texts {
@@ -518,7 +526,8 @@ async fn count(ctx: &SessionContext, has_texts: bool) -> Result<Counts> {
     Ok(Counts {
         documents: first_value(&documents, 0)?,
         null_texts,
-        empty_texts: first_value(&documents, 2)? - null_texts,
+        empty_texts: first_value(&documents, 4)?,
+        short_texts: first_value(&documents, 5)?,
         distinct_fingerprints: first_value(&documents, 3)?,
         fingerprint_pairs: count_rows(ctx, "fingerprint_pairs").await?,
         pairs: count_rows(ctx, "pairs").await?,

@@ -226,7 +226,7 @@ mod tests {
                 },
             );
         }
-        params.set("k", "3");
+        params.set("k", "3").set("features", "'mode=auto'");
         for stage in [
             SIGNATURES,
             SIGNATURES_GIVEN,

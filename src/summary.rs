@@ -40,8 +40,13 @@ pub struct Counts {
     pub documents: u64,
     /// Documents whose text is NULL (no fingerprint, in no group, kept).
     pub null_texts: u64,
-    /// Documents whose text has nothing to fingerprint: empty, whitespace, punctuation only.
+    /// Documents whose text has no features: empty, whitespace, punctuation only, markup only.
+    /// Without `empty=exact` they have no fingerprint and take no part in matching.
     pub empty_texts: u64,
+    /// Documents with some features but fewer than `min_features`: fingerprinted by an exact
+    /// hash, so they match only copies with the same features (the short-text policy).
+    #[serde(default)]
+    pub short_texts: u64,
     pub distinct_fingerprints: u64,
     /// Pairs of distinct fingerprints within distance k.
     pub fingerprint_pairs: u64,

@@ -1,17 +1,32 @@
-//! Text to weighted features: what a document "says", independent of how it is hashed.
+//! Text to weighted features to fingerprint: what a document "says", independent of how it is
+//! matched.
 //!
-//! The default reproduces the original method: Chinese text is segmented with jieba and its
-//! top-50 TF-IDF keywords (jieba's IDF table and stop words) are the features; text with no Han
-//! characters falls back to lower-cased Unicode words weighted by term frequency, so English
-//! documents fingerprint too. Further modes (cleaning, shingles, options) belong here.
+//! A document is cleaned (`clean`: markup, NFKC, width, Traditional script, case, spacing), cut
+//! into features by the chosen `Mode` (jieba TF-IDF keywords, jieba words, Unicode words, word
+//! shingles or character n-grams) and the weighted features vote on the 64 bits (`SimHasher`).
+//! Short-text policy: a document with fewer than `min_features` distinct features is too small
+//! for its SimHash to mean anything (one changed word moves it by a quarter of the bits, and a
+//! handful of shared words puts unrelated short texts together), so its fingerprint is an exact
+//! hash of its feature sequence instead: it matches the texts with the same features in the same
+//! order and nothing else. A document with no features has no fingerprint, unless `empty=exact`
+//! makes all such documents (empty, whitespace, punctuation only) exact duplicates of each other.
 
+mod chars;
 mod chinese;
+mod clean;
+mod markup;
+pub mod options;
 mod words;
 
-use crate::fingerprint::{SimHasher, feature_hash};
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::{Arc, LazyLock, Mutex};
 
-/// Number of TF-IDF keywords kept per Chinese document, as in the original system.
-pub const DEFAULT_TOP_K: usize = 50;
+use jieba_rs::DEFAULT_STOP_WORDS;
+use xxhash_rust::xxh3::Xxh3;
+
+use crate::fingerprint::{SimHasher, feature_hash};
+pub use options::{EmptyPolicy, FeatureOptions, Mode, OptionError};
 
 /// True for characters of the CJK Unified Ideographs blocks (Han script).
 pub fn is_han(c: char) -> bool {
@@ -24,29 +39,190 @@ pub fn is_han(c: char) -> bool {
         | '\u{30000}'..='\u{3134F}')
 }
 
-/// Feeds the features of `text` into `hasher` (which the caller has reset).
-pub fn add_features(text: &str, hasher: &mut SimHasher) {
-    if text.chars().any(is_han) {
-        for (keyword, weight) in chinese::tfidf_keywords(text, DEFAULT_TOP_K) {
-            hasher.add(feature_hash(&keyword), weight);
+/// Seed of the exact hash given to short texts (XXH3-64 over the feature hashes in order, as
+/// little-endian bytes); not 0, so it is not the hash of any one feature.
+const EXACT_SEED: u64 = 0x6E65_6172_6475_7021;
+
+/// The fingerprint of one document and the number of distinct features it was made of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fingerprint {
+    pub simhash: Option<u64>,
+    pub features: u32,
+}
+
+/// Options resolved into what fingerprinting needs: files loaded, dictionaries checked.
+#[derive(Debug)]
+pub struct Featurizer {
+    options: FeatureOptions,
+    keywords: chinese::Keywords,
+    stop_words: BTreeSet<String>,
+}
+
+/// Per-thread working memory, reused across the rows of a batch.
+#[derive(Default)]
+pub struct Scratch {
+    hasher: SimHasher,
+    sequence: Option<Xxh3>,
+    distinct: HashSet<u64, BuildHasherDefault<IdentityHasher>>,
+    buffer: String,
+}
+
+/// Feature hashes are already uniform 64-bit values: hashing them again for the distinct count
+/// would only cost time.
+#[derive(Default)]
+struct IdentityHasher(u64);
+
+impl Hasher for IdentityHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8) | u64::from(b);
         }
-    } else {
-        words::for_each_word(text, |word| hasher.add(feature_hash(word), 1.0));
+    }
+    fn write_u64(&mut self, value: u64) {
+        self.0 = value;
     }
 }
 
-/// The SimHash of one document with the default features; `None` when it has no features
+impl Featurizer {
+    pub fn new(options: FeatureOptions) -> Result<Self, OptionError> {
+        clean::prepare(&options.cleaning)?;
+        let user_stop_words = match &options.stop_words {
+            Some(path) => Some(chinese::load_stop_words(path)?),
+            None => None,
+        };
+        let keywords = chinese::Keywords::load(options.idf.as_deref(), user_stop_words.as_ref())?;
+        let stop_words = user_stop_words.unwrap_or_else(|| DEFAULT_STOP_WORDS.clone());
+        Ok(Self {
+            options,
+            keywords,
+            stop_words,
+        })
+    }
+
+    /// The featurizer for an option string, built once per distinct string and shared by every
+    /// thread and every batch (the SQL functions receive the string with each batch).
+    pub fn cached(options: &str) -> Result<Arc<Self>, OptionError> {
+        static CACHE: LazyLock<Mutex<HashMap<String, Arc<Featurizer>>>> =
+            LazyLock::new(Default::default);
+        let mut cache = CACHE
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(found) = cache.get(options) {
+            return Ok(Arc::clone(found));
+        }
+        let built = Arc::new(Self::new(FeatureOptions::parse(options)?)?);
+        cache.insert(options.to_string(), Arc::clone(&built));
+        Ok(built)
+    }
+
+    pub fn options(&self) -> &FeatureOptions {
+        &self.options
+    }
+
+    /// The text as the features see it, after cleaning.
+    pub fn clean<'a>(&self, text: &'a str) -> std::borrow::Cow<'a, str> {
+        clean::clean(text, &self.options.cleaning)
+    }
+
+    /// Fingerprints one document.
+    pub fn fingerprint(&self, text: &str, scratch: &mut Scratch) -> Fingerprint {
+        let cleaned = self.clean(text);
+        let Scratch {
+            hasher,
+            sequence,
+            distinct,
+            buffer,
+        } = scratch;
+        hasher.reset();
+        distinct.clear();
+        let sequence = sequence.get_or_insert_with(|| Xxh3::with_seed(EXACT_SEED));
+        sequence.reset();
+        let mut add = |hash: u64, weight: f64| {
+            hasher.add(hash, weight);
+            sequence.update(&hash.to_le_bytes());
+            distinct.insert(hash);
+        };
+        let options = &self.options;
+        let mode = match options.mode {
+            Mode::Auto if cleaned.chars().any(is_han) => Mode::JiebaTfidf,
+            Mode::Auto => Mode::Words,
+            other => other,
+        };
+        match mode {
+            Mode::JiebaTfidf | Mode::JiebaTf => {
+                let top_k = if mode == Mode::JiebaTf {
+                    usize::MAX
+                } else {
+                    options.top_k
+                };
+                for (keyword, weight) in self.keywords.extract(&cleaned, top_k) {
+                    add(feature_hash(&keyword), weight);
+                }
+            }
+            Mode::Words | Mode::Auto => {
+                words::for_each_word(&cleaned, &self.stop_words, |w| add(feature_hash(w), 1.0))
+            }
+            Mode::Shingles => {
+                words::for_each_shingle(&cleaned, options.n, buffer, |s| add(feature_hash(s), 1.0))
+            }
+            Mode::Chars => {
+                chars::for_each_ngram(&cleaned, options.n, buffer, |g| add(feature_hash(g), 1.0))
+            }
+        }
+        let features = distinct.len();
+        let exact = || Some(sequence.digest());
+        let simhash = if features == 0 {
+            match options.empty {
+                EmptyPolicy::Skip => None,
+                EmptyPolicy::Exact => exact(),
+            }
+        } else if features < options.min_features {
+            exact()
+        } else {
+            hasher.finish()
+        };
+        Fingerprint {
+            simhash,
+            features: u32::try_from(features).unwrap_or(u32::MAX),
+        }
+    }
+}
+
+/// The SimHash of one document with the default options; `None` when it has no features
 /// (empty, whitespace, punctuation only).
 pub fn simhash(text: &str) -> Option<u64> {
-    let mut hasher = SimHasher::default();
-    add_features(text, &mut hasher);
-    hasher.finish()
+    DEFAULT.fingerprint(text, &mut Scratch::default()).simhash
 }
+
+static DEFAULT: LazyLock<Featurizer> = LazyLock::new(|| Featurizer {
+    options: FeatureOptions::default(),
+    keywords: chinese::Keywords::default_table(),
+    stop_words: DEFAULT_STOP_WORDS.clone(),
+});
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::fingerprint::hamming;
+
+    fn with(options: &str) -> Featurizer {
+        Featurizer::new(FeatureOptions::parse(options).unwrap()).unwrap()
+    }
+
+    fn print(featurizer: &Featurizer, text: &str) -> Fingerprint {
+        featurizer.fingerprint(text, &mut Scratch::default())
+    }
+
+    fn by_hand(features: &[(&str, f64)]) -> Option<u64> {
+        let mut hasher = SimHasher::default();
+        for (feature, weight) in features {
+            hasher.add(feature_hash(feature), *weight);
+        }
+        hasher.finish()
+    }
 
     #[test]
     fn han_detection() {
@@ -62,31 +238,131 @@ mod tests {
         assert_eq!(simhash(""), None);
         assert_eq!(simhash("   \n\t "), None);
         assert_eq!(simhash("!!! ... ???"), None);
+        assert_eq!(simhash("<p> </p>&nbsp;"), None);
+    }
+
+    #[test]
+    fn empty_exact_makes_featureless_texts_one_duplicate() {
+        let exact = with("empty=exact");
+        let blank = print(&exact, "");
+        assert!(blank.simhash.is_some() && blank.features == 0);
+        assert_eq!(print(&exact, "  \n\t").simhash, blank.simhash);
+        assert_eq!(print(&exact, "!!!").simhash, blank.simhash);
+        assert_ne!(
+            print(&exact, "real words here and more and more").simhash,
+            blank.simhash
+        );
     }
 
     #[test]
     fn english_features_are_the_words_by_hand() {
         // "is", "for" are stop words and "a" is one letter: six words remain, weight 1 each.
-        let mut by_hand = SimHasher::default();
-        for word in ["debian", "free", "operating", "system", "your", "computer"] {
-            by_hand.add(feature_hash(word), 1.0);
-        }
+        let words = ["debian", "free", "operating", "system", "your", "computer"];
+        let expected = by_hand(&words.map(|w| (w, 1.0)));
         assert_eq!(
             simhash("Debian is a free operating system for your computer"),
-            by_hand.finish()
+            expected
         );
     }
 
     #[test]
     fn chinese_features_are_the_tfidf_keywords_by_hand() {
         let text = "今天纽约的天气真好啊，京华大酒店的张尧经理吃了一只北京烤鸭。";
-        let mut by_hand = SimHasher::default();
-        let keywords: Vec<(String, f64)> = chinese::tfidf_keywords(text, 50).collect();
+        let keywords: Vec<(String, f64)> = chinese::Keywords::default_table()
+            .extract(text, 50)
+            .collect();
         assert!(keywords.iter().any(|(k, _)| k == "北京烤鸭"));
-        for (keyword, weight) in &keywords {
-            by_hand.add(feature_hash(keyword), *weight);
-        }
-        assert_eq!(simhash(text), by_hand.finish());
+        let keywords: Vec<(&str, f64)> = keywords.iter().map(|(k, w)| (k.as_str(), *w)).collect();
+        assert_eq!(simhash(text), by_hand(&keywords));
+    }
+
+    #[test]
+    fn each_mode_by_hand() {
+        let none = "min_features=0,";
+        let p = |options: &str, text: &str| print(&with(&format!("{none}{options}")), text);
+        // chars: bigrams of letters, digits and Han, punctuation dropped, one vote per occurrence.
+        let got = p("mode=chars,n=2", "今天，天天");
+        assert_eq!(
+            got.simhash,
+            by_hand(&[("今天", 1.0), ("天天", 1.0), ("天天", 1.0)])
+        );
+        assert_eq!(got.features, 2);
+        // shingles: word trigrams, stop words kept, lower-cased by the cleaning.
+        let got = p("mode=shingles,n=3", "A rose is a Rose");
+        let expected = by_hand(&[("a rose is", 1.0), ("rose is a", 1.0), ("is a rose", 1.0)]);
+        assert_eq!(got.simhash, expected);
+        // words: also on Han text, one character at a time.
+        let got = p("mode=words", "用 Rust 写");
+        assert_eq!(
+            got.simhash,
+            by_hand(&[("用", 1.0), ("rust", 1.0), ("写", 1.0)])
+        );
+        // jieba_tf keeps every keyword, jieba_tfidf the top k.
+        let text = "数据库系统的查询优化器选择连接顺序和索引";
+        let all: Vec<(String, f64)> = chinese::Keywords::default_table()
+            .extract(text, usize::MAX)
+            .collect();
+        let all: Vec<(&str, f64)> = all.iter().map(|(k, w)| (k.as_str(), *w)).collect();
+        assert_eq!(p("mode=jieba_tf", text).simhash, by_hand(&all));
+        assert_eq!(
+            p("mode=jieba_tfidf,top_k=2", text).simhash,
+            by_hand(&all[..2])
+        );
+        assert_eq!(p("mode=jieba_tfidf,top_k=2", text).features, 2);
+        // jieba modes take English words inside Chinese text as words.
+        let mixed = p("mode=jieba_tf", "使用 DataFusion 查询 Parquet 文件");
+        assert!(mixed.features >= 4, "{mixed:?}");
+    }
+
+    #[test]
+    fn short_texts_match_exact_copies_only() {
+        // Four words under the default min_features (5): exact hash of the feature sequence.
+        let a = simhash("Open the settings page");
+        assert!(a.is_some());
+        assert_eq!(
+            simhash("open the SETTINGS page!"),
+            a,
+            "cleaning and punctuation do not count"
+        );
+        let b = simhash("Open the settings window").unwrap();
+        assert!(
+            hamming(a.unwrap(), b) > 10,
+            "one word apart, yet far: {}",
+            hamming(a.unwrap(), b)
+        );
+        // With the policy off, the same short text has a real SimHash.
+        let simhash_of_it = print(&with("min_features=0"), "Open the settings page");
+        assert_ne!(simhash_of_it.simhash, a);
+        assert_eq!(simhash_of_it.features, 3); // "the" is a stop word
+    }
+
+    #[test]
+    fn cleaning_reaches_the_fingerprint() {
+        let plain = "Debian provides more than a pure operating system with many packages";
+        let html = format!(
+            "<html><head><style>p{{x:1}}</style></head><body><p>{plain}</p><script>track()</script></body></html>"
+        );
+        assert_eq!(simhash(&html), simhash(plain));
+        let wide = "Ｄｅｂｉａｎ　provides more than a pure operating system with many packages";
+        assert_eq!(simhash(wide), simhash(plain));
+        assert_ne!(print(&with("html=off"), &html).simhash, simhash(plain));
+        let traditional = "這個軟體套件提供了作業系統的檔案管理功能和網路設定";
+        let simplified = "这个软件套件提供了操作系统的文件管理功能和网络设置";
+        let t2s = with("t2s=on");
+        // Characters and Taiwan vocabulary (軟體, 檔案, 設定) both become mainland forms.
+        assert_eq!(t2s.clean(traditional), simplified);
+        let d = |f: &Featurizer| {
+            hamming(
+                print(f, traditional).simhash.unwrap(),
+                print(f, simplified).simhash.unwrap(),
+            )
+        };
+        assert!(
+            d(&t2s) < d(&with("")),
+            "t2s {} vs without {}",
+            d(&t2s),
+            d(&with(""))
+        );
     }
 
     #[test]
@@ -125,44 +401,68 @@ mod tests {
         assert_eq!(a, b);
     }
 
-    /// Property: any text, of any script or none, fingerprints without panicking, the same
-    /// way every time, and has a fingerprint exactly when it has a feature. Random texts from a
-    /// fixed seed (SplitMix64), so a failure reproduces; no property-testing crate, whose
-    /// dependencies would make release and test builds of DataFusion differ.
     #[test]
-    fn random_texts_fingerprint_deterministically() {
-        const RANGES: [(u32, u32); 9] = [
+    fn option_errors_surface_from_the_cache() {
+        let e = Featurizer::cached("mode=nope").unwrap_err().0;
+        assert!(e.contains("nope") && e.contains("valid modes"), "{e}");
+        let first = Featurizer::cached("mode=chars").unwrap();
+        let again = Featurizer::cached("mode=chars").unwrap();
+        assert!(Arc::ptr_eq(&first, &again));
+    }
+
+    /// Property: any text, of any script or none, markup or not, fingerprints without panicking
+    /// in every mode, the same way every time, and (with `empty=skip`) has a fingerprint exactly
+    /// when it has a feature. Random texts from a fixed seed, so a failure reproduces; no
+    /// property-testing crate, whose dependencies would make release and test builds of
+    /// DataFusion differ.
+    #[test]
+    fn random_texts_fingerprint_deterministically_in_every_mode() {
+        const RANGES: [(u32, u32); 11] = [
             (0x4E00, 0x9FFF),   // Han
             (0x61, 0x7A),       // a-z
             (0x41, 0x5A),       // A-Z
             (0x0400, 0x04FF),   // Cyrillic
-            (0x21, 0x2F),       // ASCII punctuation
+            (0x21, 0x2F),       // ASCII punctuation, & and / among them
+            (0x3B, 0x3E),       // ; < = >
             (0x3000, 0x303F),   // CJK punctuation
+            (0xFF01, 0xFF5E),   // full-width forms
             (0x1F600, 0x1F64F), // emoji
             (0x00, 0x20),       // controls and space
             (0x80, 0x10FFFF),   // anything else
         ];
-        let mut state = 0x5EED_u64;
-        let mut next = move || {
-            state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = state;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^ (z >> 31)
-        };
-        for case in 0..2000 {
-            let length = next() % 400;
+        let featurizers: Vec<Featurizer> = [
+            "mode=auto",
+            "mode=jieba_tfidf",
+            "mode=jieba_tf",
+            "mode=words",
+            "mode=shingles,n=2",
+            "mode=chars,n=3,t2s=on",
+            "mode=auto,cjk_only=on,min_features=0",
+        ]
+        .iter()
+        .map(|o| with(o))
+        .collect();
+        let mut random = crate::generate::SplitMix64(0x5EED);
+        let mut scratch = Scratch::default();
+        for case in 0..600 {
+            let length = random.below(300);
             let text: String = (0..length)
                 .filter_map(|_| {
-                    let (lo, hi) = RANGES[(next() % RANGES.len() as u64) as usize];
-                    char::from_u32(lo + (next() % u64::from(hi - lo + 1)) as u32)
+                    let (lo, hi) = RANGES[random.below(RANGES.len())];
+                    char::from_u32(lo + random.below((hi - lo + 1) as usize) as u32)
                 })
                 .collect();
-            let first = simhash(&text);
-            assert_eq!(first, simhash(&text), "case {case}: {text:?}");
-            let mut hasher = SimHasher::default();
-            add_features(&text, &mut hasher);
-            assert_eq!(first.is_some(), hasher.feature_count() > 0, "case {case}");
+            for featurizer in &featurizers {
+                let first = featurizer.fingerprint(&text, &mut scratch);
+                let again = featurizer.fingerprint(&text, &mut Scratch::default());
+                assert_eq!(
+                    first,
+                    again,
+                    "case {case} {:?}: {text:?}",
+                    featurizer.options()
+                );
+                assert_eq!(first.simhash.is_some(), first.features > 0, "case {case}");
+            }
         }
     }
 }

@@ -14,12 +14,18 @@ use datafusion::logical_expr::ScalarUDF;
 pub use band_pairs::band_pairs_udaf;
 pub use bucket::bucket_udf;
 pub use hamming::hamming_udf;
-pub use simhash::simhash_udf;
+pub use simhash::{clean_text_udf, simhash_details_udf, simhash_udf};
 
 /// Every scalar function this crate provides (the aggregate `band_pairs` is registered beside
 /// them by `register_all`).
 pub fn functions() -> Vec<Arc<ScalarUDF>> {
-    vec![simhash_udf(), hamming_udf(), bucket_udf()]
+    vec![
+        simhash_udf(),
+        simhash_details_udf(),
+        clean_text_udf(),
+        hamming_udf(),
+        bucket_udf(),
+    ]
 }
 
 /// Registers every function of this crate, e.g. in a `SessionContext`.

@@ -1,52 +1,105 @@
-//! `simhash(text) -> UInt64`: the 64-bit SimHash of a document (see `crate::text` for the
-//! features). NULL for NULL and for text with nothing to fingerprint.
+//! The text functions, all with an optional option string (see `crate::text::options`):
+//!
+//! - `simhash(text [, options]) -> UInt64`: the 64-bit SimHash of a document; NULL for NULL and
+//!   for text with nothing to fingerprint (unless `empty=exact`).
+//! - `simhash_details(text [, options]) -> Struct {simhash UInt64, features UInt32}`: the same
+//!   fingerprint with the number of distinct features it was made of (what the signature stage
+//!   writes, so one pass gives both).
+//! - `clean_text(text [, options]) -> Utf8`: the text as the features see it.
+//!
+//! The options must be a constant string; they are checked when the query is planned.
 
 use std::sync::{Arc, LazyLock};
 
-use datafusion::arrow::array::{Array, ArrayRef, StringArrayType, UInt64Array};
-use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::array::{
+    Array, ArrayRef, StringArray, StructArray, UInt32Array, UInt64Array,
+};
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Fields};
 use datafusion::common::cast::{as_large_string_array, as_string_array, as_string_view_array};
 use datafusion::common::types::logical_string;
-use datafusion::common::{ScalarValue, exec_err, utils::take_function_args};
+use datafusion::common::{ScalarValue, exec_err, plan_err};
 use datafusion::error::Result;
 use datafusion::logical_expr::{
-    Coercion, ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
-    TypeSignatureClass, Volatility,
+    Coercion, ColumnarValue, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl,
+    Signature, TypeSignature, TypeSignatureClass, Volatility,
 };
 
-use crate::fingerprint::SimHasher;
-use crate::text;
+use crate::text::{Featurizer, Fingerprint, Scratch};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Output {
+    Simhash,
+    Details,
+    Clean,
+}
 
 static SIMHASH: LazyLock<Arc<ScalarUDF>> =
-    LazyLock::new(|| Arc::new(ScalarUDF::new_from_impl(SimhashFunc::new())));
+    LazyLock::new(|| Arc::new(ScalarUDF::new_from_impl(TextFunc::new(Output::Simhash))));
+static DETAILS: LazyLock<Arc<ScalarUDF>> =
+    LazyLock::new(|| Arc::new(ScalarUDF::new_from_impl(TextFunc::new(Output::Details))));
+static CLEAN: LazyLock<Arc<ScalarUDF>> =
+    LazyLock::new(|| Arc::new(ScalarUDF::new_from_impl(TextFunc::new(Output::Clean))));
 
 /// The `simhash` SQL function.
 pub fn simhash_udf() -> Arc<ScalarUDF> {
     Arc::clone(&SIMHASH)
 }
 
+/// The `simhash_details` SQL function.
+pub fn simhash_details_udf() -> Arc<ScalarUDF> {
+    Arc::clone(&DETAILS)
+}
+
+/// The `clean_text` SQL function.
+pub fn clean_text_udf() -> Arc<ScalarUDF> {
+    Arc::clone(&CLEAN)
+}
+
 #[derive(Debug, PartialEq, Eq, Hash)]
-struct SimhashFunc {
+struct TextFunc {
+    output: Output,
     signature: Signature,
 }
 
-impl SimhashFunc {
-    fn new() -> Self {
+fn details_fields() -> Fields {
+    Fields::from(vec![
+        Field::new("simhash", DataType::UInt64, true),
+        Field::new("features", DataType::UInt32, true),
+    ])
+}
+
+impl TextFunc {
+    fn new(output: Output) -> Self {
+        // Text only: a number is not silently turned into a document.
+        let string = || Coercion::new_exact(TypeSignatureClass::Native(logical_string()));
         Self {
-            // Text only: a number is not silently turned into a document.
-            signature: Signature::coercible(
-                vec![Coercion::new_exact(TypeSignatureClass::Native(
-                    logical_string(),
-                ))],
+            output,
+            signature: Signature::one_of(
+                vec![
+                    TypeSignature::Coercible(vec![string()]),
+                    TypeSignature::Coercible(vec![string(), string()]),
+                ],
                 Volatility::Immutable,
             ),
         }
     }
+
+    fn options_error(&self) -> String {
+        format!(
+            "{}: the options (second argument) must be a constant string such as \
+             'mode=chars,n=3'",
+            self.name()
+        )
+    }
 }
 
-impl ScalarUDFImpl for SimhashFunc {
+impl ScalarUDFImpl for TextFunc {
     fn name(&self) -> &str {
-        "simhash"
+        match self.output {
+            Output::Simhash => "simhash",
+            Output::Details => "simhash_details",
+            Output::Clean => "clean_text",
+        }
     }
 
     fn signature(&self) -> &Signature {
@@ -54,48 +107,111 @@ impl ScalarUDFImpl for SimhashFunc {
     }
 
     fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
-        Ok(DataType::UInt64)
+        Ok(match self.output {
+            Output::Simhash => DataType::UInt64,
+            Output::Details => DataType::Struct(details_fields()),
+            Output::Clean => DataType::Utf8,
+        })
+    }
+
+    /// Checks the options while the query is planned, so a typo fails before any row is read.
+    fn return_field_from_args(&self, args: ReturnFieldArgs) -> Result<FieldRef> {
+        if args.arg_fields.len() == 2 {
+            match args.scalar_arguments.get(1).copied().flatten() {
+                Some(options) => {
+                    if let Err(e) = featurizer(Some(options)) {
+                        return plan_err!("{}: {e}", self.name());
+                    }
+                }
+                None => return plan_err!("{}", self.options_error()),
+            }
+        }
+        let data_type = self.return_type(&[])?;
+        Ok(Arc::new(Field::new(self.name(), data_type, true)))
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let [text] = take_function_args(self.name(), args.args)?;
-        match text {
-            ColumnarValue::Scalar(scalar) => {
-                let hash = match &scalar {
-                    ScalarValue::Utf8(s) | ScalarValue::LargeUtf8(s) | ScalarValue::Utf8View(s) => {
-                        s.as_deref().and_then(text::simhash)
-                    }
-                    ScalarValue::Null => None,
-                    other => return exec_err!("simhash expects text, got {}", other.data_type()),
-                };
-                Ok(ColumnarValue::Scalar(ScalarValue::UInt64(hash)))
+        let mut args = args.args.into_iter();
+        let Some(text) = args.next() else {
+            return exec_err!("{} needs a text argument", self.name());
+        };
+        let featurizer = match args.next() {
+            None => featurizer(None),
+            Some(ColumnarValue::Scalar(options)) => featurizer(Some(&options)),
+            Some(ColumnarValue::Array(_)) => return exec_err!("{}", self.options_error()),
+        };
+        let featurizer = match featurizer {
+            Ok(f) => f,
+            Err(e) => return exec_err!("{}: {e}", self.name()),
+        };
+        let scalar = matches!(text, ColumnarValue::Scalar(_));
+        let array = text.into_array(1)?;
+        let result = match array.data_type() {
+            DataType::Utf8 => self.apply(&featurizer, as_string_array(&array)?.iter()),
+            DataType::LargeUtf8 => self.apply(&featurizer, as_large_string_array(&array)?.iter()),
+            DataType::Utf8View => self.apply(&featurizer, as_string_view_array(&array)?.iter()),
+            DataType::Null => self.apply(&featurizer, std::iter::repeat_n(None, array.len())),
+            other => return exec_err!("{} expects text, got {other}", self.name()),
+        };
+        if scalar {
+            return Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(
+                &result, 0,
+            )?));
+        }
+        Ok(ColumnarValue::Array(result))
+    }
+}
+
+impl TextFunc {
+    /// One pass over a batch with one set of working buffers.
+    fn apply<'a>(
+        &self,
+        featurizer: &Featurizer,
+        texts: impl Iterator<Item = Option<&'a str>>,
+    ) -> ArrayRef {
+        let mut scratch = Scratch::default();
+        let mut print = |text: &str| featurizer.fingerprint(text, &mut scratch);
+        match self.output {
+            Output::Simhash => Arc::new(
+                texts
+                    .map(|t| t.and_then(|t| print(t).simhash))
+                    .collect::<UInt64Array>(),
+            ),
+            Output::Details => {
+                let (hashes, counts): (Vec<Option<u64>>, Vec<Option<u32>>) = texts
+                    .map(|t| match t.map(&mut print) {
+                        Some(Fingerprint { simhash, features }) => (simhash, Some(features)),
+                        None => (None, None),
+                    })
+                    .unzip();
+                Arc::new(StructArray::new(
+                    details_fields(),
+                    vec![
+                        Arc::new(UInt64Array::from(hashes)),
+                        Arc::new(UInt32Array::from(counts)),
+                    ],
+                    None,
+                ))
             }
-            ColumnarValue::Array(array) => {
-                let hashes: ArrayRef = match array.data_type() {
-                    DataType::Utf8 => Arc::new(simhash_array(as_string_array(&array)?)),
-                    DataType::LargeUtf8 => Arc::new(simhash_array(as_large_string_array(&array)?)),
-                    DataType::Utf8View => Arc::new(simhash_array(as_string_view_array(&array)?)),
-                    DataType::Null => Arc::new(UInt64Array::new_null(array.len())),
-                    other => return exec_err!("simhash expects text, got {other}"),
-                };
-                Ok(ColumnarValue::Array(hashes))
-            }
+            Output::Clean => Arc::new(
+                texts
+                    .map(|t| t.map(|t| featurizer.clean(t)))
+                    .collect::<StringArray>(),
+            ),
         }
     }
 }
 
-/// One hasher reused across the rows of a batch.
-fn simhash_array<'a, S: StringArrayType<'a>>(texts: S) -> UInt64Array {
-    let mut hasher = SimHasher::default();
-    texts
-        .iter()
-        .map(|t| {
-            let t = t?;
-            hasher.reset();
-            text::add_features(t, &mut hasher);
-            hasher.finish()
-        })
-        .collect()
+/// The featurizer for an option argument (`None`: the defaults).
+fn featurizer(options: Option<&ScalarValue>) -> std::result::Result<Arc<Featurizer>, String> {
+    let text = match options {
+        None => "",
+        Some(ScalarValue::Utf8(s) | ScalarValue::LargeUtf8(s) | ScalarValue::Utf8View(s)) => {
+            s.as_deref().unwrap_or("")
+        }
+        Some(other) => return Err(format!("options must be text, got {}", other.data_type())),
+    };
+    Featurizer::cached(text).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
@@ -159,6 +275,71 @@ mod tests {
             one("SELECT simhash(arrow_cast('  ', 'LargeUtf8'))").await,
             None
         );
+    }
+
+    #[tokio::test]
+    async fn options_choose_the_features_like_the_rust_function() {
+        for options in [
+            "mode=chars,n=2",
+            "mode=shingles,min_features=0",
+            "mode=jieba_tf,t2s=on",
+        ] {
+            let expected = |text: &str| {
+                let featurizer = crate::text::Featurizer::cached(options).unwrap();
+                featurizer.fingerprint(text, &mut crate::text::Scratch::default())
+            };
+            for text in [EN, ZH] {
+                let got = one(&format!("SELECT simhash('{text}', '{options}')")).await;
+                assert_eq!(got, expected(text).simhash, "{options} {text}");
+                let batches = sql(&format!(
+                    "SELECT s['simhash'], s['features'] FROM (SELECT simhash_details(t, '{options}') AS s FROM (VALUES ('{text}')) AS v(t))"
+                ))
+                .await;
+                let hash = batches[0].column(0).as_primitive::<UInt64Type>();
+                let features = batches[0]
+                    .column(1)
+                    .as_primitive::<datafusion::arrow::datatypes::UInt32Type>();
+                assert_eq!(hash.iter().next().flatten(), expected(text).simhash);
+                assert_eq!(features.value(0), expected(text).features);
+            }
+        }
+        assert_ne!(
+            one(&format!("SELECT simhash('{EN}', 'mode=chars')")).await,
+            one(&format!("SELECT simhash('{EN}')")).await
+        );
+    }
+
+    #[tokio::test]
+    async fn clean_text_shows_what_the_features_see() {
+        let batches = sql("SELECT clean_text('<p>Ｈｅｌｌｏ,   <b>World</b></p>'), clean_text('<p>x</p>', 'html=off,case=off')").await;
+        let cleaned = batches[0].column(0).as_string::<i32>();
+        assert_eq!(cleaned.value(0), "hello, world");
+        let kept = batches[0].column(1).as_string::<i32>();
+        assert_eq!(kept.value(0), "<p>x</p>");
+    }
+
+    #[tokio::test]
+    async fn bad_options_fail_at_planning_naming_the_option() {
+        let ctx = crate::udf::test_util::context();
+        let err = |q: &'static str| {
+            let ctx = ctx.clone();
+            async move {
+                ctx.sql(q)
+                    .await
+                    .err()
+                    .map(|e| e.to_string())
+                    .unwrap_or_default()
+            }
+        };
+        let e = err("SELECT simhash('x', 'mode=bigram')").await;
+        assert!(
+            e.contains("simhash") && e.contains("bigram") && e.contains("valid modes"),
+            "{e}"
+        );
+        let e = err("SELECT simhash_details('x', 'colour=red')").await;
+        assert!(e.contains("colour") && e.contains("valid options"), "{e}");
+        let e = err("SELECT simhash(t, t) FROM (VALUES ('x')) AS v(t)").await;
+        assert!(e.contains("constant string"), "{e}");
     }
 
     #[tokio::test]

@@ -75,11 +75,12 @@ async fn odd_texts_have_no_fingerprint_and_mixed_scripts_match() {
 async fn a_fifty_megabyte_document_is_fingerprinted() {
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("big.parquet");
-    // 'Debian 软件包 管理 system ' is 31 bytes: 1.7M repetitions are 52.7 MB.
+    // 'Debian 软件包 管理 system 发行版 内核 ' is 48 bytes: 1.1M repetitions are 52.8 MB.
+    // Six distinct keywords: above min_features, so a SimHash rather than an exact hash.
     make_parquet(
         &input,
-        "SELECT 1 AS id, repeat('Debian 软件包 管理 system ', 1700000) AS text \
-         UNION ALL SELECT 2, repeat('Debian 软件包 管理 system ', 1700000) || ' 尾巴' \
+        "SELECT 1 AS id, repeat('Debian 软件包 管理 system 发行版 内核 ', 1100000) AS text \
+         UNION ALL SELECT 2, repeat('Debian 软件包 管理 system 发行版 内核 ', 1100000) || ' 尾巴' \
          UNION ALL SELECT 3, 'a short unrelated text about cooking rice'",
     );
     let output = dir.path().join("out");

@@ -1,0 +1,161 @@
+//! Cleaning: what the fingerprint should not see (markup, compatibility forms, width, script
+//! variant, case, spacing), removed before features are taken. Each step is switchable
+//! (`FeatureOptions::cleaning`) and runs in the order of the fields there; a step that would
+//! change nothing does not copy the text.
+
+use std::borrow::Cow;
+use std::sync::LazyLock;
+
+use ferrous_opencc::OpenCC;
+use ferrous_opencc::config::BuiltinConfig;
+use unicode_normalization::{IsNormalized, UnicodeNormalization, is_nfkc_quick};
+
+use super::is_han;
+use super::markup::strip_markup;
+use super::options::{Cleaning, OptionError};
+
+/// OpenCC's Taiwan-to-mainland conversion with vocabulary (軟體 -> 软件), loaded once.
+static TW2SP: LazyLock<Result<OpenCC, String>> =
+    LazyLock::new(|| OpenCC::from_config(BuiltinConfig::Tw2sp).map_err(|e| e.to_string()));
+
+/// Checks that every resource the cleaning needs loads, so a bad setup fails before any row.
+pub fn prepare(cleaning: &Cleaning) -> Result<(), OptionError> {
+    if cleaning.t2s
+        && let Err(e) = &*TW2SP
+    {
+        return Err(OptionError(format!(
+            "t2s=on: the Traditional-to-Simplified dictionaries do not load: {e}"
+        )));
+    }
+    Ok(())
+}
+
+/// The cleaned text.
+pub fn clean<'a>(text: &'a str, cleaning: &Cleaning) -> Cow<'a, str> {
+    let mut text = Cow::Borrowed(text);
+    if cleaning.html {
+        text = replace(text, strip_markup);
+    }
+    if cleaning.nfkc && is_nfkc_quick(text.chars()) != IsNormalized::Yes {
+        text = Cow::Owned(text.nfkc().collect());
+    }
+    if cleaning.width && text.chars().any(is_wide) {
+        text = Cow::Owned(text.chars().map(narrow).collect());
+    }
+    if cleaning.t2s
+        && text.chars().any(is_han)
+        && let Ok(converter) = &*TW2SP
+    {
+        let converted = converter.convert(&text);
+        if converted != text {
+            text = Cow::Owned(converted);
+        }
+    }
+    if cleaning.case && text.chars().any(char::is_uppercase) {
+        text = Cow::Owned(text.to_lowercase());
+    }
+    if cleaning.cjk_only && !text.chars().all(is_han) {
+        text = Cow::Owned(text.chars().filter(|&c| is_han(c)).collect());
+    }
+    if cleaning.space && needs_collapsing(&text) {
+        text = Cow::Owned(text.split_whitespace().collect::<Vec<_>>().join(" "));
+    }
+    text
+}
+
+fn replace<'a>(text: Cow<'a, str>, step: impl Fn(&str) -> Cow<'_, str>) -> Cow<'a, str> {
+    match step(&text) {
+        Cow::Borrowed(_) => text,
+        Cow::Owned(changed) => Cow::Owned(changed),
+    }
+}
+
+/// Full-width ASCII forms and the ideographic space.
+fn is_wide(c: char) -> bool {
+    matches!(c, '\u{FF01}'..='\u{FF5E}' | '\u{3000}')
+}
+
+fn narrow(c: char) -> char {
+    match c {
+        '\u{FF01}'..='\u{FF5E}' => char::from_u32(c as u32 - 0xFEE0).unwrap_or(c),
+        '\u{3000}' => ' ',
+        other => other,
+    }
+}
+
+fn needs_collapsing(text: &str) -> bool {
+    let mut previous_space = true; // a leading space needs trimming
+    for c in text.chars() {
+        let space = c.is_whitespace();
+        if space && (previous_space || c != ' ') {
+            return true;
+        }
+        previous_space = space;
+    }
+    previous_space && !text.is_empty()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn only(step: &str) -> Cleaning {
+        Cleaning {
+            html: step == "html",
+            nfkc: step == "nfkc",
+            width: step == "width",
+            t2s: step == "t2s",
+            case: step == "case",
+            cjk_only: step == "cjk_only",
+            space: step == "space",
+        }
+    }
+
+    #[test]
+    fn each_step_alone() {
+        let c = |text: &str, step: &str| clean(text, &only(step)).into_owned();
+        assert_eq!(
+            c("<p>Hello <b>big</b> world</p>", "html"),
+            " Hello big world "
+        );
+        assert_eq!(c("ﬁle ① ＡＢＣ１２３", "nfkc"), "file 1 ABC123");
+        assert_eq!(c("ＡＢＣ！　１２３，中文", "width"), "ABC! 123,中文");
+        assert_eq!(c("軟體與檔案", "t2s"), "软件与文件");
+        assert_eq!(c("ÉCOLE Straße", "case"), "école straße");
+        assert_eq!(c("中文 text 混合 123", "cjk_only"), "中文混合");
+        assert_eq!(c("  a \t b\n\n c  ", "space"), "a b c");
+    }
+
+    #[test]
+    fn nothing_to_do_borrows() {
+        let all = Cleaning {
+            html: true,
+            nfkc: true,
+            width: true,
+            t2s: true,
+            case: true,
+            cjk_only: false,
+            space: true,
+        };
+        assert!(matches!(clean("plain text 中文", &all), Cow::Borrowed(_)));
+        assert!(matches!(clean("", &all), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn whitespace_detection() {
+        assert!(!needs_collapsing("a b c"));
+        assert!(needs_collapsing(" a"));
+        assert!(needs_collapsing("a "));
+        assert!(needs_collapsing("a  b"));
+        assert!(needs_collapsing("a\nb"));
+        assert!(!needs_collapsing(""));
+    }
+
+    #[test]
+    fn full_width_punctuation_and_letters_narrow() {
+        let all_width = only("width");
+        assert_eq!(clean("（Ｈｅｌｌｏ）", &all_width), "(Hello)");
+        // CJK punctuation that has no ASCII form stays.
+        assert_eq!(clean("你好。", &all_width), "你好。");
+    }
+}

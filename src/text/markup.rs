@@ -1,0 +1,172 @@
+//! Markup removal for crawled pages: what a reader sees, not the HTML around it.
+//!
+//! A single forward scan, written here rather than taken from a crate: the HTML-to-text crates
+//! either build a whole DOM (html5ever) or render links as "text (url)" (nanohtml2text), and a
+//! URL the reader never sees should not become a feature. Entities are decoded by `html-escape`.
+//! Block-level tags become a space so words on both sides do not run together; inline tags
+//! (`<b>`, `<a>`, `<span>`...) vanish, so "北京<b>烤鸭</b>" stays one word for jieba. Text with
+//! no `<` and no `&` is returned as it is.
+
+use std::borrow::Cow;
+
+/// Elements whose content is not text: skipped with their bodies.
+const RAW_TEXT: [&str; 4] = ["script", "style", "template", "noscript"];
+
+/// Elements that sit inside a line of text: removed without a space.
+const INLINE: [&str; 18] = [
+    "a", "abbr", "b", "bdi", "bdo", "code", "em", "font", "i", "kbd", "mark", "q", "s", "small",
+    "span", "strong", "sub", "sup",
+];
+
+pub fn strip_markup(html: &str) -> Cow<'_, str> {
+    if !html.contains(['<', '&']) {
+        return Cow::Borrowed(html);
+    }
+    let mut text = String::with_capacity(html.len());
+    let mut rest = html;
+    while let Some(open) = rest.find('<') {
+        text.push_str(&rest[..open]);
+        let after = &rest[open..];
+        match skip_markup(after) {
+            Some((skipped, separator)) => {
+                if separator {
+                    text.push(' ');
+                }
+                rest = &after[skipped..];
+            }
+            None => {
+                // A '<' that opens nothing ("a < b"): keep it as text.
+                text.push('<');
+                rest = &after[1..];
+            }
+        }
+    }
+    text.push_str(rest);
+    match html_escape::decode_html_entities(&text) {
+        Cow::Borrowed(_) => Cow::Owned(text),
+        Cow::Owned(decoded) => Cow::Owned(decoded),
+    }
+}
+
+/// At a '<': the length of the markup that starts here and whether it separates words, or
+/// `None` when this '<' is ordinary text.
+fn skip_markup(at: &str) -> Option<(usize, bool)> {
+    if let Some(comment) = at.strip_prefix("<!--") {
+        let end = comment.find("-->").map_or(at.len(), |e| 4 + e + 3);
+        return Some((end, true));
+    }
+    let bytes = at.as_bytes();
+    let second = *bytes.get(1)?;
+    let closing = second == b'/';
+    let name_start = if closing { 2 } else { 1 };
+    let first = *bytes.get(name_start)?;
+    if !(first.is_ascii_alphabetic() || (!closing && (second == b'!' || second == b'?'))) {
+        return None;
+    }
+    let tag_end = end_of_tag(at)?;
+    let name: String = at[name_start..]
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric())
+        .map(|c| c.to_ascii_lowercase())
+        .collect();
+    if !closing && RAW_TEXT.contains(&name.as_str()) && !at[..tag_end].ends_with("/>") {
+        let body_end = find_closing(&at[tag_end..], &name).map_or(at.len(), |end| tag_end + end);
+        return Some((body_end, true));
+    }
+    Some((tag_end, !INLINE.contains(&name.as_str())))
+}
+
+/// Index just past the '>' that ends the tag starting at `at`, skipping quoted attribute values.
+fn end_of_tag(at: &str) -> Option<usize> {
+    let mut quote: Option<u8> = None;
+    for (i, &b) in at.as_bytes().iter().enumerate().skip(1) {
+        match (quote, b) {
+            (Some(q), _) if b == q => quote = None,
+            (Some(_), _) => {}
+            (None, b'"' | b'\'') => quote = Some(b),
+            (None, b'>') => return Some(i + 1),
+            (None, b'<') => return None, // "a <b c" then a new tag: the first '<' was text
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Index just past `</name ...>` in `body`, case-insensitively, without copying the body.
+fn find_closing(body: &str, name: &str) -> Option<usize> {
+    let bytes = body.as_bytes();
+    let mut from = 0;
+    while let Some(found) = body[from..].find("</") {
+        let start = from + found + 2;
+        let end = start + name.len();
+        let same_name = bytes
+            .get(start..end)
+            .is_some_and(|n| n.eq_ignore_ascii_case(name.as_bytes()));
+        if same_name && bytes.get(end).is_none_or(|b| !b.is_ascii_alphanumeric()) {
+            return Some(body[end..].find('>').map_or(body.len(), |e| end + e + 1));
+        }
+        from = start;
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tags_go_and_text_stays() {
+        assert_eq!(
+            strip_markup("<html><body><h1>Title</h1><p>One <b>bold</b> word.</p></body></html>"),
+            "   Title  One bold word.   "
+        );
+        assert_eq!(strip_markup("北京<b>烤鸭</b>"), "北京烤鸭");
+    }
+
+    #[test]
+    fn scripts_styles_and_comments_go_with_their_bodies() {
+        assert_eq!(
+            strip_markup("a<script type=\"x\">if (1 < 2) { b = '</p>'; }</script>c"),
+            "a c"
+        );
+        assert_eq!(strip_markup("a<STYLE>p { color: red }</Style >c"), "a c");
+        assert_eq!(strip_markup("a<!-- <p>hidden</p> -->c"), "a c");
+        assert_eq!(strip_markup("a<script/>c"), "a c");
+        // Unclosed: everything after is script.
+        assert_eq!(strip_markup("a<script>var x"), "a ");
+    }
+
+    #[test]
+    fn link_urls_are_not_text() {
+        assert_eq!(
+            strip_markup("see <a href=\"https://example.org/x?a=1&b=2\">the page</a>."),
+            "see the page."
+        );
+        assert_eq!(strip_markup("<img alt='a > b' src=x>z"), " z");
+    }
+
+    #[test]
+    fn entities_decode_after_tags_go() {
+        assert_eq!(
+            strip_markup("a &amp; b &lt;p&gt; &#20013;&#x6587;"),
+            "a & b <p> 中文"
+        );
+        assert_eq!(strip_markup("&nbsp;x"), "\u{a0}x");
+    }
+
+    #[test]
+    fn a_lone_less_than_is_text() {
+        assert_eq!(strip_markup("1 < 2 and 3 <= 4"), "1 < 2 and 3 <= 4");
+        assert_eq!(strip_markup("x <"), "x <");
+        assert_eq!(strip_markup("a <b c <i>d</i>"), "a <b c d");
+        assert!(matches!(strip_markup("no markup"), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn doctype_and_processing_instructions() {
+        assert_eq!(
+            strip_markup("<!DOCTYPE html><?xml version=\"1.0\"?>x"),
+            "  x"
+        );
+    }
+}

@@ -1,0 +1,365 @@
+//! Feature options: how a document's text becomes weighted features.
+//!
+//! Written as one string of `key=value` pairs separated by commas, so SQL carries them as a
+//! literal (`simhash(text, 'mode=chars,n=3')`) and the UDFs stay stateless: the same plan runs on
+//! any machine that has the functions registered. Keys not given keep their defaults; the
+//! canonical form (`Display`) lists every key, and is what `summary.json` records.
+
+use std::fmt;
+use std::path::PathBuf;
+
+/// How a cleaned text is cut into features.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Mode {
+    /// Per document: `jieba_tfidf` when it has Han characters, `words` otherwise.
+    Auto,
+    /// jieba segmentation, the `top_k` words by TF-IDF (the original system).
+    JiebaTfidf,
+    /// jieba segmentation, every word weighted by term frequency x IDF.
+    JiebaTf,
+    /// Unicode words (UAX #29) weighted by term frequency, stop words left out.
+    Words,
+    /// Overlapping runs of `n` words (w-shingling), stop words kept: word order counts.
+    Shingles,
+    /// Overlapping runs of `n` letters, digits or Han characters (punctuation and spaces dropped).
+    Chars,
+}
+
+impl Mode {
+    const ALL: [(Mode, &'static str); 6] = [
+        (Mode::Auto, "auto"),
+        (Mode::JiebaTfidf, "jieba_tfidf"),
+        (Mode::JiebaTf, "jieba_tf"),
+        (Mode::Words, "words"),
+        (Mode::Shingles, "shingles"),
+        (Mode::Chars, "chars"),
+    ];
+
+    pub fn name(self) -> &'static str {
+        Mode::ALL
+            .iter()
+            .find(|(mode, _)| *mode == self)
+            .map_or("auto", |(_, name)| name)
+    }
+
+    fn parse(value: &str) -> Result<Self, OptionError> {
+        Mode::ALL
+            .iter()
+            .find(|(_, name)| *name == value)
+            .map(|(mode, _)| *mode)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Mode::ALL.iter().map(|(_, name)| *name).collect();
+                OptionError(format!(
+                    "feature option mode={value:?} is not a mode; valid modes: {}",
+                    names.join(", ")
+                ))
+            })
+    }
+}
+
+/// What happens to a document with no features at all (empty, whitespace, punctuation only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EmptyPolicy {
+    /// No fingerprint: counted in `summary.json`, left out of matching, kept in `dedup`.
+    Skip,
+    /// Fingerprinted like a short text (exact hash of the cleaned text), so empty and
+    /// whitespace-only documents are exact duplicates of each other.
+    Exact,
+}
+
+/// Text cleaning applied before features are taken, in this order.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Cleaning {
+    /// Remove markup: tags, comments, `<script>` and `<style>` bodies; decode entities.
+    pub html: bool,
+    /// Unicode NFKC: compatibility forms (ligatures, circled digits, full-width letters) folded.
+    pub nfkc: bool,
+    /// Full-width ASCII (U+FF01..U+FF5E) and the ideographic space to their ASCII forms.
+    pub width: bool,
+    /// Traditional Chinese to Simplified, with Taiwan vocabulary (OpenCC `tw2sp`).
+    pub t2s: bool,
+    /// Lower case (full Unicode mapping).
+    pub case: bool,
+    /// Keep only Han characters (the original system's filter).
+    pub cjk_only: bool,
+    /// Collapse runs of whitespace to one space and trim the ends.
+    pub space: bool,
+}
+
+/// Everything that decides a document's features. Parsed from the option string.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct FeatureOptions {
+    pub mode: Mode,
+    /// Keywords kept per document in `jieba_tfidf` (and `auto` on Chinese text).
+    pub top_k: usize,
+    /// Length of a shingle (words) or of a character n-gram.
+    pub n: usize,
+    /// A jieba-format IDF file (`word idf` per line) replacing jieba's table.
+    pub idf: Option<PathBuf>,
+    /// A stop-word file (one word per line) replacing jieba's list.
+    pub stop_words: Option<PathBuf>,
+    /// Documents with fewer distinct features than this are matched only as exact copies.
+    pub min_features: usize,
+    pub empty: EmptyPolicy,
+    pub cleaning: Cleaning,
+}
+
+impl Default for FeatureOptions {
+    /// The defaults, chosen by measurement (docs/EVALUATION.md).
+    fn default() -> Self {
+        Self {
+            mode: Mode::Auto,
+            top_k: 50,
+            n: 3,
+            idf: None,
+            stop_words: None,
+            min_features: 5,
+            empty: EmptyPolicy::Skip,
+            cleaning: Cleaning {
+                html: true,
+                nfkc: true,
+                width: true,
+                t2s: false,
+                case: true,
+                cjk_only: false,
+                space: true,
+            },
+        }
+    }
+}
+
+/// A bad option string; the message names the option and lists what is valid.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OptionError(pub String);
+
+impl fmt::Display for OptionError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for OptionError {}
+
+/// Every key, in canonical order.
+const KEYS: [&str; 15] = [
+    "mode",
+    "top_k",
+    "n",
+    "idf",
+    "stop_words",
+    "min_features",
+    "empty",
+    "html",
+    "nfkc",
+    "width",
+    "t2s",
+    "case",
+    "cjk_only",
+    "space",
+    "default",
+];
+
+/// The largest `top_k` and `n` accepted: beyond them nothing changes but the cost.
+const MAX_COUNT: usize = 100_000;
+
+impl FeatureOptions {
+    /// Parses `key=value,key=value`; an empty string gives the defaults. `default` alone (or
+    /// `default=on`) is accepted so a pipeline can spell out that it wants the defaults.
+    pub fn parse(options: &str) -> Result<Self, OptionError> {
+        let mut parsed = Self::default();
+        for item in options.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+            let (key, value) = match item.split_once('=') {
+                Some((key, value)) => (key.trim(), value.trim()),
+                None if item == "default" => continue,
+                None => {
+                    return Err(OptionError(format!(
+                        "feature option {item:?} has no value; write key=value, e.g. mode=chars \
+                         (valid options: {})",
+                        KEYS.join(", ")
+                    )));
+                }
+            };
+            let c = &mut parsed.cleaning;
+            match key {
+                "mode" => parsed.mode = Mode::parse(value)?,
+                "top_k" => parsed.top_k = count(key, value, 1)?,
+                "n" => parsed.n = count(key, value, 1)?,
+                "min_features" => parsed.min_features = count(key, value, 0)?,
+                "idf" => parsed.idf = path(key, value)?,
+                "stop_words" => parsed.stop_words = path(key, value)?,
+                "empty" => {
+                    parsed.empty = match value {
+                        "skip" => EmptyPolicy::Skip,
+                        "exact" => EmptyPolicy::Exact,
+                        _ => {
+                            return Err(OptionError(format!(
+                                "feature option empty={value:?} is not valid; valid values: skip, exact"
+                            )));
+                        }
+                    }
+                }
+                "html" => c.html = switch(key, value)?,
+                "nfkc" => c.nfkc = switch(key, value)?,
+                "width" => c.width = switch(key, value)?,
+                "t2s" => c.t2s = switch(key, value)?,
+                "case" => c.case = switch(key, value)?,
+                "cjk_only" => c.cjk_only = switch(key, value)?,
+                "space" => c.space = switch(key, value)?,
+                "default" => {
+                    switch(key, value)?;
+                }
+                _ => {
+                    return Err(OptionError(format!(
+                        "unknown feature option {key:?}; valid options: {}",
+                        KEYS.join(", ")
+                    )));
+                }
+            }
+        }
+        Ok(parsed)
+    }
+}
+
+fn count(key: &str, value: &str, min: usize) -> Result<usize, OptionError> {
+    value
+        .parse::<usize>()
+        .ok()
+        .filter(|v| (min..=MAX_COUNT).contains(v))
+        .ok_or_else(|| {
+            OptionError(format!(
+                "feature option {key}={value:?} must be a whole number from {min} to {MAX_COUNT}"
+            ))
+        })
+}
+
+fn switch(key: &str, value: &str) -> Result<bool, OptionError> {
+    match value {
+        "on" | "true" | "yes" | "1" => Ok(true),
+        "off" | "false" | "no" | "0" => Ok(false),
+        _ => Err(OptionError(format!(
+            "feature option {key}={value:?} must be on or off"
+        ))),
+    }
+}
+
+fn path(key: &str, value: &str) -> Result<Option<PathBuf>, OptionError> {
+    if value.is_empty() {
+        return Err(OptionError(format!(
+            "feature option {key}= needs a file path"
+        )));
+    }
+    Ok(Some(PathBuf::from(value)))
+}
+
+impl fmt::Display for FeatureOptions {
+    /// The canonical form: every key in a fixed order, so equal options print equally.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let on = |b: bool| if b { "on" } else { "off" };
+        let c = &self.cleaning;
+        write!(
+            f,
+            "mode={},top_k={},n={},",
+            self.mode.name(),
+            self.top_k,
+            self.n
+        )?;
+        if let Some(idf) = &self.idf {
+            write!(f, "idf={},", idf.display())?;
+        }
+        if let Some(stop_words) = &self.stop_words {
+            write!(f, "stop_words={},", stop_words.display())?;
+        }
+        let empty = match self.empty {
+            EmptyPolicy::Skip => "skip",
+            EmptyPolicy::Exact => "exact",
+        };
+        write!(
+            f,
+            "min_features={},empty={empty},html={},nfkc={},width={},t2s={},case={},cjk_only={},space={}",
+            self.min_features,
+            on(c.html),
+            on(c.nfkc),
+            on(c.width),
+            on(c.t2s),
+            on(c.case),
+            on(c.cjk_only),
+            on(c.space)
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_string_is_the_defaults() {
+        assert_eq!(
+            FeatureOptions::parse("").unwrap(),
+            FeatureOptions::default()
+        );
+        assert_eq!(
+            FeatureOptions::parse(" default ").unwrap(),
+            FeatureOptions::default()
+        );
+    }
+
+    #[test]
+    fn keys_set_their_fields() {
+        let o = FeatureOptions::parse(
+            "mode=shingles, n=4,top_k=20,min_features=0,empty=exact,html=off,t2s=on,idf=/x/idf.txt",
+        )
+        .unwrap();
+        assert_eq!(o.mode, Mode::Shingles);
+        assert_eq!((o.n, o.top_k, o.min_features), (4, 20, 0));
+        assert_eq!(o.empty, EmptyPolicy::Exact);
+        assert!(!o.cleaning.html && o.cleaning.t2s);
+        assert_eq!(o.idf, Some(PathBuf::from("/x/idf.txt")));
+    }
+
+    #[test]
+    fn canonical_form_round_trips() {
+        for text in [
+            "",
+            "mode=chars,n=2,case=off",
+            "stop_words=/s.txt,empty=exact",
+        ] {
+            let parsed = FeatureOptions::parse(text).unwrap();
+            let again = FeatureOptions::parse(&parsed.to_string()).unwrap();
+            assert_eq!(parsed, again, "{text}");
+        }
+        assert!(
+            FeatureOptions::default()
+                .to_string()
+                .starts_with("mode=auto,")
+        );
+    }
+
+    #[test]
+    fn errors_name_the_option_and_list_the_valid_ones() {
+        let err = |s: &str| FeatureOptions::parse(s).unwrap_err().0;
+        let e = err("mode=bigrams");
+        assert!(
+            e.contains("\"bigrams\"")
+                && e.contains("jieba_tfidf, jieba_tf, words, shingles, chars"),
+            "{e}"
+        );
+        let e = err("colour=red");
+        assert!(
+            e.contains("\"colour\"") && e.contains("mode, top_k, n"),
+            "{e}"
+        );
+        let e = err("n=0");
+        assert!(e.contains("n=\"0\"") && e.contains("from 1"), "{e}");
+        let e = err("top_k=lots");
+        assert!(e.contains("top_k"), "{e}");
+        let e = err("html=maybe");
+        assert!(e.contains("html") && e.contains("on or off"), "{e}");
+        let e = err("chars");
+        assert!(e.contains("\"chars\"") && e.contains("key=value"), "{e}");
+        let e = err("empty=drop");
+        assert!(e.contains("skip, exact"), "{e}");
+        let e = err("idf=");
+        assert!(e.contains("idf"), "{e}");
+    }
+}
