@@ -77,6 +77,9 @@ pub struct GenerateArgs {
     /// Replace --output and --truth if they exist.
     #[arg(long)]
     pub overwrite: bool,
+    /// Draw edits only from these (comma-separated), e.g. markup,boilerplate,traditional.
+    #[arg(long, value_delimiter = ',', value_name = "EDIT,...")]
+    pub edits: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -272,6 +275,7 @@ pub async fn execute(cli: Cli) -> Result<()> {
                 max_copies: args.max_copies,
                 seed: args.seed,
                 overwrite: args.overwrite,
+                edits: args.edits,
             };
             let (sources, documents) = crate::generate::generate(&options).await?;
             println!(

@@ -29,6 +29,8 @@ pub struct GenerateOptions {
     pub max_copies: u64,
     pub seed: u64,
     pub overwrite: bool,
+    /// The edits to draw from (all of `EDITS` when empty).
+    pub edits: Vec<String>,
 }
 
 /// SplitMix64: small, fast, and the same on every platform.
@@ -271,6 +273,17 @@ pub async fn generate(options: &GenerateOptions) -> Result<(usize, usize)> {
             "{location}: no document with text to copy"
         )));
     }
+    let allowed: Vec<&str> = if options.edits.is_empty() {
+        EDITS.to_vec()
+    } else {
+        options.edits.iter().map(String::as_str).collect()
+    };
+    if let Some(unknown) = allowed.iter().find(|e| !EDITS.contains(e)) {
+        return Err(Error::Usage(format!(
+            "--edits: unknown edit {unknown:?}; valid edits: {}",
+            EDITS.join(", ")
+        )));
+    }
     let mut rng = SplitMix64(options.seed);
     let (mut ids, mut texts, mut edits, mut clusters) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
@@ -284,7 +297,7 @@ pub async fn generate(options: &GenerateOptions) -> Result<(usize, usize)> {
             let mut edited = text.clone();
             let mut applied = Vec::new();
             for _ in 0..1 + rng.below(3) {
-                let edit = EDITS[rng.below(EDITS.len())];
+                let edit = allowed[rng.below(allowed.len())];
                 edited = apply_edit(edit, &edited, other, &mut rng);
                 applied.push(edit);
             }

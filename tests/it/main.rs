@@ -5,4 +5,5 @@ mod end_to_end;
 mod errors;
 mod evaluation;
 mod exactness;
+mod features;
 mod robustness;
