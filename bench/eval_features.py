@@ -17,6 +17,7 @@ import os
 import subprocess
 import sys
 import time
+import zlib
 
 TARGET = os.environ.get("CARGO_TARGET_DIR", "target")
 NEARDUP = os.environ.get("NEARDUP", os.path.join(TARGET, "release", "neardup"))
@@ -28,9 +29,9 @@ CONFIGS = [
     "min_features=0",
     "html=off",
     "t2s=on",
-    "mode=jieba_tfidf",
     "mode=jieba_tfidf,top_k=200",
     "mode=jieba_tf",
+    "mode=jieba_tf,t2s=on",
     "mode=words",
     "mode=shingles,n=2",
     "mode=shingles,n=3",
@@ -49,21 +50,60 @@ def neardup(*args):
     return done.stdout
 
 
+def distinct_sources(docs, langs, path):
+    """Source pages for the generated sets: longer than 300 characters, and no two alike
+    (character 5-gram Jaccard < 0.5, estimated on the 5-grams whose CRC-32 is 0 mod 8 and
+    compared over all pairs: a method independent of neardup's), so every near-duplicate in a
+    generated set is one the truth knows about."""
+    where = f"lang IN ({langs}) AND length(text) > 300"
+    rows = [json.loads(line) for line in neardup(
+        "query", "--format", "json",
+        f"SELECT id, text FROM '{docs}' WHERE {where} ORDER BY id").splitlines()]
+    grams = []
+    for row in rows:
+        text = "".join(row["text"].split())
+        all_grams = {text[i:i + 5] for i in range(len(text) - 4)}
+        grams.append({g for g in all_grams if zlib.crc32(g.encode()) % 8 == 0})
+    kept = []
+    for i, g in enumerate(grams):
+        alike = any(
+            min(len(g), len(grams[j])) >= 0.5 * max(len(g), len(grams[j]))
+            and len(g & grams[j]) >= 0.5 * len(g | grams[j])
+            for j in kept)
+        if not alike:
+            kept.append(i)
+    numbers = ", ".join(str(i) for i in kept)
+    neardup("query", f"""COPY (SELECT id, text FROM (
+        SELECT id, text, row_number() OVER (ORDER BY id) - 1 AS i FROM '{docs}' WHERE {where})
+        WHERE i IN ({numbers})) TO '{path}'""")
+    return len(rows), len(kept)
+
+
+# Edits a crawler meets on a copy of the same page; the full set adds sentence-level rewrites
+# and truncation by 10-30 %, which move a document beyond a few bits of 64 whatever the features.
+CRAWL_EDITS = {"zh": "boilerplate,markup,punctuation_width,traditional,typos",
+               "en": "boilerplate,markup,punctuation_width,typos"}
+
+
 def prepare():
     """Generated sets (Chinese and English debian_docs pages with crawl-like edits) and the
     zh-TW/zh-CN same-page pairs, made once."""
     os.makedirs(WORK, exist_ok=True)
     docs = f"{DATA}/debian_docs/docs.parquet"
+    sets = {}
     for name, langs in [("zh", "'zh-CN'"), ("en", "'en-US', 'en'")]:
-        corpus = f"{WORK}/gen_{name}.parquet"
-        if os.path.exists(corpus):
-            continue
         source = f"{WORK}/src_{name}.parquet"
-        neardup("query", f"COPY (SELECT id, text FROM '{docs}' WHERE lang IN ({langs}) "
-                f"AND length(text) > 300) TO '{source}'")
-        neardup("generate", "--input", source, "--output", corpus, "--truth",
-                f"{WORK}/gen_{name}_truth.parquet", "--sources", "2000", "--max-copies", "3",
-                "--seed", "42", "--overwrite")
+        if not os.path.exists(source):
+            print(f"sources {name}: %d pages, %d distinct" % distinct_sources(docs, langs, source),
+                  file=sys.stderr)
+        for flavour, edits in [("crawl", CRAWL_EDITS[name]), ("all", "")]:
+            corpus = f"{WORK}/gen_{name}_{flavour}.parquet"
+            truth = f"{WORK}/gen_{name}_{flavour}_truth.parquet"
+            if not os.path.exists(corpus):
+                neardup("generate", "--input", source, "--output", corpus, "--truth", truth,
+                        "--sources", "2000", "--max-copies", "3", "--seed", "42", "--overwrite",
+                        *(["--edits", edits] if edits else []))
+            sets[f"{name}_{flavour}"] = (corpus, ["--truth", truth])
     pairs = f"{WORK}/zh_tw_pairs.parquet"
     if not os.path.exists(pairs):
         # The same page in zh-CN and zh-TW: ids differ only in the zh-cn/zh-tw part (LibreOffice
@@ -82,9 +122,7 @@ def prepare():
             SELECT * FROM '{docs}' WHERE id IN (SELECT id_a FROM '{pairs}')
                                       OR id IN (SELECT id_b FROM '{pairs}')
         ) TO '{WORK}/zh_tw_docs.parquet'""")
-    return {
-        "gen_zh": (f"{WORK}/gen_zh.parquet", ["--truth", f"{WORK}/gen_zh_truth.parquet"]),
-        "gen_en": (f"{WORK}/gen_en.parquet", ["--truth", f"{WORK}/gen_en_truth.parquet"]),
+    sets.update({
         "clough": (f"{DATA}/clough_stevenson/documents.parquet",
                    ["--truth", f"{DATA}/clough_stevenson/documents.parquet",
                     "--truth-cluster-column", "group_cut_light"]),
@@ -92,7 +130,8 @@ def prepare():
                     ["--labels", f"{DATA}/help_pages_en/pairs_aligned.tsv"]),
         "zh_tw": (f"{WORK}/zh_tw_docs.parquet", ["--labels", pairs]),
         "paws_zh": (f"{DATA}/pawsx_zh/docs.parquet", ["--labels", f"{DATA}/pawsx_zh/pairs.tsv"]),
-    }
+    })
+    return sets
 
 
 def score(config, name, corpus, truth):
@@ -109,22 +148,50 @@ def fmt(x):
     return "-" if x is None else f"{x:.3f}"
 
 
+def per_edit(name):
+    """Copies with one edit, and whether each is in its original's group."""
+    out = f"{WORK}/out_{name}"
+    rows = neardup("query", "--data", out, "--format", "json", """
+        SELECT c.edits AS edit, count(*) AS copies, count(o.id) AS found
+        FROM corpus c
+        LEFT JOIN groups g ON g.id = c.id
+        LEFT JOIN groups o ON o.id = regexp_replace(c.id, '#[0-9]+$', '#0')
+                          AND o.group_id = g.group_id
+        WHERE c.edits <> '' AND c.edits NOT LIKE '%,%'
+        GROUP BY 1 ORDER BY 1""")
+    return {r["edit"]: (r["found"], r["copies"]) for r in map(json.loads, rows.splitlines())}
+
+
 def main():
     configs = sys.argv[1:] or CONFIGS
     sets = prepare()
-    print(f"neardup: {NEARDUP}; k = 3; {time.strftime('%Y-%m-%d')}\n")
-    print("| features | gen_zh P / R / F1 | gen_en P / R / F1 | clough P / R / F1 "
-          "| help_en R | zh_tw R | paws_zh FP / negatives | docs/s (gen_zh) |")
-    print("|---|---|---|---|---|---|---|---|")
+    print(f"neardup: {NEARDUP}; k = 3; {time.strftime('%Y-%m-%d')}; F1 (precision / recall)\n")
+    generated = [n for n in sets if n.endswith(("_crawl", "_all"))]
+    print("| features | " + " | ".join(generated) + " | clough | help_en R | zh_tw R "
+          "| paws_zh FP / negatives | docs/s (zh_all) |")
+    print("|---" * (len(generated) + 6) + "|")
+    edits = {}
     for config in configs:
         r = {name: score(config, name, corpus, truth) for name, (corpus, truth) in sets.items()}
-        prf = lambda s: f"{fmt(s['precision'])} / {fmt(s['recall'])} / **{fmt(s['f1'])}**"
+        edits[config] = {n: per_edit(n) for n in ("zh_all", "en_all")}
+        prf = lambda s: f"**{fmt(s['f1'])}** ({fmt(s['precision'])} / {fmt(s['recall'])})"
         paws = r["paws_zh"]
         negatives = paws["false_positives"] + paws["true_negatives"]
-        print(f"| `{config or '(defaults)'}` | {prf(r['gen_zh'])} | {prf(r['gen_en'])} "
-              f"| {prf(r['clough'])} | {fmt(r['help_en']['recall'])} | {fmt(r['zh_tw']['recall'])} "
-              f"| {paws['false_positives']} / {negatives} | {r['gen_zh']['docs_per_second']:,.0f} |",
+        print(f"| `{config or '(defaults)'}` | " + " | ".join(prf(r[n]) for n in generated)
+              + f" | {prf(r['clough'])} | {fmt(r['help_en']['recall'])} | {fmt(r['zh_tw']['recall'])} "
+              f"| {paws['false_positives']} / {negatives} | {r['zh_all']['docs_per_second']:,.0f} |",
               flush=True)
+    names = sorted({e for c in edits.values() for n in c.values() for e in n})
+    print("\nSingle-edit copies found in their original's group (zh_all, en_all):\n")
+    print("| features | " + " | ".join(names) + " |")
+    print("|---" * (len(names) + 1) + "|")
+    for config, by_set in edits.items():
+        cells = []
+        for e in names:
+            parts = [f"{by_set[n][e][0]}/{by_set[n][e][1]}" if e in by_set[n] else "-"
+                     for n in ("zh_all", "en_all")]
+            cells.append(", ".join(parts))
+        print(f"| `{config or '(defaults)'}` | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@
 //! change nothing does not copy the text.
 
 use std::borrow::Cow;
+use std::collections::HashSet;
 use std::sync::LazyLock;
 
 use ferrous_opencc::OpenCC;
@@ -17,6 +18,27 @@ use super::options::{Cleaning, OptionError};
 /// OpenCC's Taiwan-to-mainland conversion with vocabulary (軟體 -> 软件), loaded once.
 static TW2SP: LazyLock<Result<OpenCC, String>> =
     LazyLock::new(|| OpenCC::from_config(BuiltinConfig::Tw2sp).map_err(|e| e.to_string()));
+
+/// The characters of the Basic Multilingual Plane's Han blocks that the conversion changes on
+/// their own: a text with none of them is not Traditional and skips the conversion, which is
+/// most of its cost (Simplified and non-Chinese text go through at no charge). Found by
+/// converting every character once, one per line so no two form a phrase.
+static TRADITIONAL: LazyLock<HashSet<char>> = LazyLock::new(|| {
+    let Ok(converter) = &*TW2SP else {
+        return HashSet::new();
+    };
+    let han: Vec<char> = ('\u{3400}'..='\u{9FFF}')
+        .chain('\u{F900}'..='\u{FAFF}')
+        .filter(|&c| is_han(c))
+        .collect();
+    let lines: String = han.iter().flat_map(|&c| [c, '\n']).collect();
+    let converted = converter.convert(&lines);
+    han.iter()
+        .zip(converted.split('\n'))
+        .filter(|(c, out)| out.chars().ne(std::iter::once(**c)))
+        .map(|(c, _)| *c)
+        .collect()
+});
 
 /// Checks that every resource the cleaning needs loads, so a bad setup fails before any row.
 pub fn prepare(cleaning: &Cleaning) -> Result<(), OptionError> {
@@ -43,7 +65,9 @@ pub fn clean<'a>(text: &'a str, cleaning: &Cleaning) -> Cow<'a, str> {
         text = Cow::Owned(text.chars().map(narrow).collect());
     }
     if cleaning.t2s
-        && text.chars().any(is_han)
+        && text
+            .chars()
+            .any(|c| TRADITIONAL.contains(&c) || c > '\u{FFFF}' && is_han(c))
         && let Ok(converter) = &*TW2SP
     {
         let converted = converter.convert(&text);
@@ -121,6 +145,8 @@ mod tests {
         assert_eq!(c("ﬁle ① ＡＢＣ１２３", "nfkc"), "file 1 ABC123");
         assert_eq!(c("ＡＢＣ！　１２３，中文", "width"), "ABC! 123,中文");
         assert_eq!(c("軟體與檔案", "t2s"), "软件与文件");
+        assert!(TRADITIONAL.contains(&'體') && !TRADITIONAL.contains(&'体'));
+        assert!(TRADITIONAL.len() > 2000, "{}", TRADITIONAL.len());
         assert_eq!(c("ÉCOLE Straße", "case"), "école straße");
         assert_eq!(c("中文 text 混合 123", "cjk_only"), "中文混合");
         assert_eq!(c("  a \t b\n\n c  ", "space"), "a b c");

@@ -233,17 +233,45 @@ mod tests {
 
     #[tokio::test]
     async fn golden_fingerprints() {
-        // Pinned: a change here silently invalidates every fingerprint users have stored.
-        let en = one(&format!("SELECT simhash('{EN}')")).await;
-        let zh = one(&format!("SELECT simhash('{ZH}')")).await;
-        assert_eq!(en, crate::text::simhash(EN));
-        assert_eq!(zh, crate::text::simhash(ZH));
-        assert_eq!(en, Some(GOLDEN_EN));
-        assert_eq!(zh, Some(GOLDEN_ZH));
+        // Pinned for every mode: a change here silently invalidates every fingerprint users
+        // have stored. Through SQL and through the Rust function alike.
+        let mut got = Vec::new();
+        for (options, _, _) in GOLDEN {
+            let en = one(&format!("SELECT simhash('{EN}', '{options}')")).await;
+            let zh = one(&format!("SELECT simhash('{ZH}', '{options}')")).await;
+            let featurizer = crate::text::Featurizer::cached(options).unwrap();
+            let rust = |t: &str| featurizer.fingerprint(t, &mut crate::text::Scratch::default());
+            assert_eq!((en, zh), (rust(EN).simhash, rust(ZH).simhash), "{options}");
+            got.push((*options, en.unwrap_or(0), zh.unwrap_or(0)));
+        }
+        assert_eq!(got, GOLDEN, "new values: {got:#?}");
+        assert_eq!(crate::text::simhash(EN), Some(GOLDEN[0].1));
     }
 
-    const GOLDEN_EN: u64 = 13470020231536659540;
-    const GOLDEN_ZH: u64 = 16606383399977123484;
+    /// (options, fingerprint of EN, fingerprint of ZH); the first row is the defaults.
+    const GOLDEN: &[(&str, u64, u64)] = &[
+        ("", 10731280017087788233, 7096124879278926220),
+        // The original system's features: the values the foundation pinned, unchanged.
+        (
+            "mode=jieba_tfidf,t2s=off",
+            13470020231536659540,
+            16606383399977123484,
+        ),
+        ("mode=jieba_tf", 13470020231536659540, 16606383399977123484),
+        ("mode=words", 13470020231536659540, 1913122452491455029),
+        (
+            "mode=shingles,n=2",
+            13857756924371601648,
+            17541053724908911206,
+        ),
+        ("mode=chars,n=4", 9573042787328574823, 4904263071385385769),
+        // Both short under min_features=100: exact hashes of the feature sequence.
+        (
+            "mode=chars,n=2,min_features=100",
+            12761887582032273013,
+            14490251665716790648,
+        ),
+    ];
 
     #[tokio::test]
     async fn every_string_type_same_answer_and_null_in_null_out() {
@@ -304,7 +332,7 @@ mod tests {
             }
         }
         assert_ne!(
-            one(&format!("SELECT simhash('{EN}', 'mode=chars')")).await,
+            one(&format!("SELECT simhash('{EN}', 'mode=words')")).await,
             one(&format!("SELECT simhash('{EN}')")).await
         );
     }
