@@ -27,11 +27,14 @@ WORK = os.environ.get("WORK", "/tmp/neardup-eval")
 CONFIGS = [
     "",  # the defaults
     "min_features=0",
+    "min_features=20",
     "html=off",
-    "t2s=on",
+    "t2s=off",
+    "t2s=tw",
+    "mode=jieba_tfidf,t2s=off",  # the original system
+    "mode=jieba_tfidf",
     "mode=jieba_tfidf,top_k=200",
     "mode=jieba_tf",
-    "mode=jieba_tf,t2s=on",
     "mode=words",
     "mode=shingles,n=2",
     "mode=shingles,n=3",
@@ -39,7 +42,6 @@ CONFIGS = [
     "mode=chars,n=3",
     "mode=chars,n=4",
     "mode=chars,n=5",
-    "mode=chars,n=3,t2s=on",
 ]
 
 

@@ -141,7 +141,8 @@ top_k=50        keywords kept by jieba_tfidf        n=3    words per shingle / c
 idf=FILE        jieba-format IDF table              stop_words=FILE   one stop word per line\n  \
 min_features=5  fewer distinct features: matched only as exact copies (short texts)\n  \
 empty=skip|exact   documents with no features: left out, or exact duplicates of each other\n  \
-html=on nfkc=on width=on t2s=off case=on cjk_only=off space=on   cleaning steps, in this order\n\
+html=on nfkc=on width=on t2s=on case=on cjk_only=off space=on   cleaning steps, in this order\n  \
+                (t2s=on: Traditional characters to Simplified; t2s=tw: also Taiwan vocabulary)\n\
 Example: --features mode=chars,n=3,t2s=on")]
 pub struct RunArgs {
     /// Parquet input: a file, a folder (searched for *.parquet) or a glob; repeat or list several.

@@ -2,19 +2,50 @@
 //! punctuation dropped, taken `n` at a time. Needs no segmenter, so it treats every script
 //! alike and survives typos and re-segmentation; the usual choice for short texts.
 
+use super::is_han;
+
 /// Calls `f` with each run of `n` consecutive letters, digits or Han characters of `text`.
 /// A text of fewer than `n` such characters is one n-gram.
-pub fn for_each_ngram(text: &str, n: usize, buffer: &mut String, mut f: impl FnMut(&str)) {
+pub fn for_each_ngram(text: &str, n: usize, buffer: &mut String, f: impl FnMut(&str)) {
     buffer.clear();
     buffer.extend(text.chars().filter(|c| c.is_alphanumeric()));
-    let starts: Vec<usize> = buffer.char_indices().map(|(i, _)| i).collect();
+    ngrams_of(buffer, n, f);
+}
+
+/// Script-aware n-grams (`mode=auto`): the letters and digits of `text` cut into runs of Han
+/// and of other characters; Han runs give `n_han`-grams, the others `n_other`-grams, and no
+/// n-gram straddles the two, so English terms inside Chinese prose (and the reverse) give the
+/// same features they would alone.
+pub fn for_each_script_ngram(
+    text: &str,
+    n_han: usize,
+    n_other: usize,
+    buffer: &mut String,
+    mut f: impl FnMut(&str),
+) {
+    buffer.clear();
+    buffer.extend(text.chars().filter(|c| c.is_alphanumeric()));
+    let mut rest = buffer.as_str();
+    while let Some(first) = rest.chars().next() {
+        let han = is_han(first);
+        let end = rest
+            .char_indices()
+            .find(|&(_, c)| is_han(c) != han)
+            .map_or(rest.len(), |(i, _)| i);
+        ngrams_of(&rest[..end], if han { n_han } else { n_other }, &mut f);
+        rest = &rest[end..];
+    }
+}
+
+fn ngrams_of(text: &str, n: usize, mut f: impl FnMut(&str)) {
+    let starts: Vec<usize> = text.char_indices().map(|(i, _)| i).collect();
     if starts.is_empty() {
         return;
     }
     let n = n.min(starts.len());
     for first in 0..=starts.len() - n {
-        let end = starts.get(first + n).copied().unwrap_or(buffer.len());
-        f(&buffer[starts[first]..end]);
+        let end = starts.get(first + n).copied().unwrap_or(text.len());
+        f(&text[starts[first]..end]);
     }
 }
 
@@ -28,6 +59,12 @@ mod tests {
         out
     }
 
+    fn script_grams(text: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        for_each_script_ngram(text, 2, 3, &mut String::new(), |g| out.push(g.to_string()));
+        out
+    }
+
     #[test]
     fn ngrams_skip_spaces_and_punctuation() {
         assert_eq!(grams("今天，天气好", 2), ["今天", "天天", "天气", "气好"]);
@@ -35,5 +72,18 @@ mod tests {
         assert_eq!(grams("ab", 3), ["ab"]);
         assert!(grams("。！ ", 2).is_empty());
         assert_eq!(grams("x1", 1), ["x", "1"]);
+    }
+
+    #[test]
+    fn script_runs_take_their_own_lengths() {
+        assert_eq!(
+            script_grams("用 apt 安装软件"),
+            ["用", "apt", "安装", "装软", "软件"]
+        );
+        assert_eq!(
+            script_grams("Debian 系统"),
+            ["Deb", "ebi", "bia", "ian", "系统"]
+        );
+        assert!(script_grams(" ... ").is_empty());
     }
 }

@@ -13,9 +13,18 @@ use unicode_normalization::{IsNormalized, UnicodeNormalization, is_nfkc_quick};
 
 use super::is_han;
 use super::markup::strip_markup;
-use super::options::{Cleaning, OptionError};
+use super::options::{Cleaning, OptionError, T2s};
 
-/// OpenCC's Taiwan-to-mainland conversion with vocabulary (軟體 -> 软件), loaded once.
+/// OpenCC's Traditional-to-Simplified conversion (characters, and phrases only where a character
+/// is ambiguous), loaded once. Not the Taiwan-vocabulary variant (`tw2sp`, 軟體 -> 软件): it
+/// rewrites Simplified text too (程序 -> 进程 inside 可执行程序), so a copy that needed converting
+/// and an original that did not would drift apart.
+static T2S: LazyLock<Result<OpenCC, String>> =
+    LazyLock::new(|| OpenCC::from_config(BuiltinConfig::T2s).map_err(|e| e.to_string()));
+
+/// The Taiwan-vocabulary variant for `t2s=tw`. It must see every Chinese text, Simplified or
+/// not, so that its rewrites fall the same way on both sides of a pair; that costs about a
+/// millisecond per page.
 static TW2SP: LazyLock<Result<OpenCC, String>> =
     LazyLock::new(|| OpenCC::from_config(BuiltinConfig::Tw2sp).map_err(|e| e.to_string()));
 
@@ -24,7 +33,7 @@ static TW2SP: LazyLock<Result<OpenCC, String>> =
 /// most of its cost (Simplified and non-Chinese text go through at no charge). Found by
 /// converting every character once, one per line so no two form a phrase.
 static TRADITIONAL: LazyLock<HashSet<char>> = LazyLock::new(|| {
-    let Ok(converter) = &*TW2SP else {
+    let Ok(converter) = &*T2S else {
         return HashSet::new();
     };
     let han: Vec<char> = ('\u{3400}'..='\u{9FFF}')
@@ -42,14 +51,18 @@ static TRADITIONAL: LazyLock<HashSet<char>> = LazyLock::new(|| {
 
 /// Checks that every resource the cleaning needs loads, so a bad setup fails before any row.
 pub fn prepare(cleaning: &Cleaning) -> Result<(), OptionError> {
-    if cleaning.t2s
-        && let Err(e) = &*TW2SP
-    {
-        return Err(OptionError(format!(
-            "t2s=on: the Traditional-to-Simplified dictionaries do not load: {e}"
-        )));
+    let converter = match cleaning.t2s {
+        T2s::Off => return Ok(()),
+        T2s::Characters => &*T2S,
+        T2s::Taiwan => &*TW2SP,
+    };
+    match converter {
+        Ok(_) => Ok(()),
+        Err(e) => Err(OptionError(format!(
+            "t2s={}: the Traditional-to-Simplified dictionaries do not load: {e}",
+            cleaning.t2s.name()
+        ))),
     }
-    Ok(())
 }
 
 /// The cleaned text.
@@ -64,12 +77,15 @@ pub fn clean<'a>(text: &'a str, cleaning: &Cleaning) -> Cow<'a, str> {
     if cleaning.width && text.chars().any(is_wide) {
         text = Cow::Owned(text.chars().map(narrow).collect());
     }
-    if cleaning.t2s
-        && text
+    let converter = match cleaning.t2s {
+        T2s::Off => None,
+        T2s::Characters => text
             .chars()
             .any(|c| TRADITIONAL.contains(&c) || c > '\u{FFFF}' && is_han(c))
-        && let Ok(converter) = &*TW2SP
-    {
+            .then_some(&*T2S),
+        T2s::Taiwan => text.chars().any(is_han).then_some(&*TW2SP),
+    };
+    if let Some(Ok(converter)) = converter {
         let converted = converter.convert(&text);
         if converted != text {
             text = Cow::Owned(converted);
@@ -128,7 +144,11 @@ mod tests {
             html: step == "html",
             nfkc: step == "nfkc",
             width: step == "width",
-            t2s: step == "t2s",
+            t2s: if step == "t2s" {
+                T2s::Characters
+            } else {
+                T2s::Off
+            },
             case: step == "case",
             cjk_only: step == "cjk_only",
             space: step == "space",
@@ -144,7 +164,15 @@ mod tests {
         );
         assert_eq!(c("ﬁle ① ＡＢＣ１２３", "nfkc"), "file 1 ABC123");
         assert_eq!(c("ＡＢＣ！　１２３，中文", "width"), "ABC! 123,中文");
-        assert_eq!(c("軟體與檔案", "t2s"), "软件与文件");
+        assert_eq!(c("軟體與檔案", "t2s"), "软体与档案");
+        // Simplified text is left as it is: converting is idempotent, so a copy that needed it
+        // meets an original that did not.
+        assert_eq!(c("可执行程序的文件", "t2s"), "可执行程序的文件");
+        let taiwan = Cleaning {
+            t2s: T2s::Taiwan,
+            ..only("")
+        };
+        assert_eq!(clean("軟體與檔案", &taiwan), "软件与文件");
         assert!(TRADITIONAL.contains(&'體') && !TRADITIONAL.contains(&'体'));
         assert!(TRADITIONAL.len() > 2000, "{}", TRADITIONAL.len());
         assert_eq!(c("ÉCOLE Straße", "case"), "école straße");
@@ -158,7 +186,7 @@ mod tests {
             html: true,
             nfkc: true,
             width: true,
-            t2s: true,
+            t2s: T2s::Characters,
             case: true,
             cjk_only: false,
             space: true,

@@ -26,7 +26,7 @@ use jieba_rs::DEFAULT_STOP_WORDS;
 use xxhash_rust::xxh3::Xxh3;
 
 use crate::fingerprint::{SimHasher, feature_hash};
-pub use options::{EmptyPolicy, FeatureOptions, Mode, OptionError};
+pub use options::{EmptyPolicy, FeatureOptions, Mode, OptionError, T2s};
 
 /// True for characters of the CJK Unified Ideographs blocks (Han script).
 pub fn is_han(c: char) -> bool {
@@ -41,20 +41,9 @@ pub fn is_han(c: char) -> bool {
 
 /// `mode=auto`'s n-gram lengths, chosen by measurement (docs/EVALUATION.md): a Chinese
 /// character carries about as much as a short English word, so pairs of them are as specific as
-/// English letter triples.
-const AUTO_N_CHINESE: usize = 2;
+/// triples of letters.
+const AUTO_N_HAN: usize = 2;
 const AUTO_N_OTHER: usize = 3;
-
-/// True when at least a quarter of the letters and digits are Han: Chinese prose with English
-/// terms in it, not an English page that quotes a Chinese word.
-fn is_chinese(text: &str) -> bool {
-    let (mut han, mut all) = (0usize, 0usize);
-    for c in text.chars().filter(|c| c.is_alphanumeric()) {
-        all += 1;
-        han += usize::from(is_han(c));
-    }
-    han > 0 && han * 4 >= all
-}
 
 /// Seed of the exact hash given to short texts (XXH3-64 over the feature hashes in order, as
 /// little-endian bytes); not 0, so it is not the hash of any one feature.
@@ -163,11 +152,7 @@ impl Featurizer {
             distinct.insert(hash);
         };
         let options = &self.options;
-        let (mode, n) = match options.mode {
-            Mode::Auto if is_chinese(&cleaned) => (Mode::Chars, AUTO_N_CHINESE),
-            Mode::Auto => (Mode::Chars, AUTO_N_OTHER),
-            other => (other, options.n),
-        };
+        let (mode, n) = (options.mode, options.n);
         match mode {
             Mode::JiebaTfidf | Mode::JiebaTf => {
                 let top_k = if mode == Mode::JiebaTf {
@@ -185,8 +170,12 @@ impl Featurizer {
             Mode::Shingles => {
                 words::for_each_shingle(&cleaned, n, buffer, |s| add(feature_hash(s), 1.0))
             }
-            Mode::Chars | Mode::Auto => {
+            Mode::Chars => {
                 chars::for_each_ngram(&cleaned, n, buffer, |g| add(feature_hash(g), 1.0))
+            }
+            Mode::Auto => {
+                let mut add = |g: &str| add(feature_hash(g), 1.0);
+                chars::for_each_script_ngram(&cleaned, AUTO_N_HAN, AUTO_N_OTHER, buffer, &mut add)
             }
         }
         let features = distinct.len();
@@ -333,10 +322,32 @@ mod tests {
     }
 
     #[test]
+    fn auto_is_han_bigrams_and_other_trigrams() {
+        let chars = |n: usize, text: &str| print(&with(&format!("mode=chars,n={n}")), text);
+        let chinese = "数据库系统的查询优化器选择连接顺序和索引";
+        assert_eq!(simhash(chinese), chars(2, chinese).simhash);
+        let english = "An English page about query optimizers and join orders";
+        assert_eq!(simhash(english), chars(3, english).simhash);
+        // Mixed: the n-grams of each script run, as if alone.
+        let mixed = print(&with("min_features=0"), "查询优化器 SQL");
+        let expected = [
+            ("查询", 1.0),
+            ("询优", 1.0),
+            ("优化", 1.0),
+            ("化器", 1.0),
+            ("sql", 1.0),
+        ];
+        assert_eq!(mixed.simhash, by_hand(&expected));
+    }
+
+    #[test]
     fn short_texts_match_exact_copies_only() {
-        // Four words under the default min_features (5): exact hash of the feature sequence.
+        // Three words under min_features (5): exact hash of the feature sequence.
+        let words = with("mode=words");
+        let simhash = |text: &str| print(&words, text).simhash;
         let a = simhash("Open the settings page");
         assert!(a.is_some());
+        assert_eq!(print(&words, "Open the settings page").features, 3);
         assert_eq!(
             simhash("open the SETTINGS page!"),
             a,
@@ -348,6 +359,12 @@ mod tests {
             "one word apart, yet far: {}",
             hamming(a.unwrap(), b)
         );
+        // The exact hash is not the SimHash of those features.
+        let mut hasher = SimHasher::default();
+        for w in ["open", "settings", "page"] {
+            hasher.add(feature_hash(w), 1.0);
+        }
+        assert_ne!(a, hasher.finish());
         // With the policy off, the same short text has a real SimHash.
         let simhash_of_it = print(&with("mode=words,min_features=0"), "Open the settings page");
         assert_ne!(simhash_of_it.simhash, a);
@@ -367,8 +384,11 @@ mod tests {
         let traditional = "這個軟體套件提供了作業系統的檔案管理功能和網路設定";
         let simplified = "这个软件套件提供了操作系统的文件管理功能和网络设置";
         let t2s = with("t2s=on");
-        // Characters and Taiwan vocabulary (軟體, 檔案, 設定) both become mainland forms.
-        assert_eq!(t2s.clean(traditional), simplified);
+        // Characters become Simplified; Taiwan vocabulary (軟體, 檔案) stays what it is.
+        assert_eq!(
+            t2s.clean(traditional),
+            "这个软体套件提供了作业系统的档案管理功能和网路设定"
+        );
         let d = |f: &Featurizer| {
             hamming(
                 print(f, traditional).simhash.unwrap(),
@@ -450,7 +470,7 @@ mod tests {
             "mode=jieba_tf",
             "mode=words",
             "mode=shingles,n=2",
-            "mode=chars,n=3,t2s=on",
+            "mode=chars,n=3,t2s=tw",
             "mode=auto,cjk_only=on,min_features=0",
         ]
         .iter()
