@@ -2,7 +2,7 @@
 --
 -- Reads `corpus_ordered`: the input with `__neardup_input_order` = file index * 2^32 + row index, which
 -- the runner sets up (one scan per file, so row numbers follow the file). Writes the original
--- system's table: id, fingerprint and its four 16-bit bands, plus the text length and the
+-- system's table: id, fingerprint and its 16-bit bands (four of 64 bits, eight of 128), plus the text length and the
 -- input order (the representative of a group is its member that comes first).
 --
 -- ${features} is the run's option string (`--features`, canonical form): cleaning and feature
@@ -33,10 +33,8 @@ FROM (
 COPY (
     SELECT id,
            simhash,
-           bucket(simhash, 1) AS bucket1,
-           bucket(simhash, 2) AS bucket2,
-           bucket(simhash, 3) AS bucket3,
-           bucket(simhash, 4) AS bucket4,
+           -- bucket(simhash, 1) AS bucket1, ... one per 16-bit band: 4 for 64 bits, 8 for 128
+           ${bucket_columns},
            text_bytes,
            input_order,
            features

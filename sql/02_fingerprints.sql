@@ -5,10 +5,10 @@
 -- once, read by each band's candidate step.
 
 COPY (
-    SELECT simhash, bucket1, bucket2, bucket3, bucket4
+    SELECT simhash, ${bucket_names}
     FROM signatures
     WHERE simhash IS NOT NULL
-    GROUP BY simhash, bucket1, bucket2, bucket3, bucket4
+    GROUP BY simhash, ${bucket_names}
 ) TO ${fingerprints_dir} STORED AS PARQUET;
 
 CREATE EXTERNAL TABLE fingerprints STORED AS PARQUET LOCATION ${fingerprints_dir};

@@ -9,14 +9,11 @@
 -- a pair only in the first band it shares, so every pair is found exactly once. Only the pairs
 -- leave the aggregate.
 
+-- One row per fingerprint and band:
+--   SELECT 1 AS band, bucket1 AS band_value, simhash FROM fingerprints UNION ALL
+--   SELECT 2, bucket2, simhash FROM fingerprints UNION ALL ... (4 bands of 64 bits, 8 of 128)
 CREATE VIEW band_rows AS
-SELECT 1 AS band, bucket1 AS band_value, simhash FROM fingerprints
-UNION ALL
-SELECT 2, bucket2, simhash FROM fingerprints
-UNION ALL
-SELECT 3, bucket3, simhash FROM fingerprints
-UNION ALL
-SELECT 4, bucket4, simhash FROM fingerprints;
+${band_rows};
 
 COPY (
     SELECT pair['simhash_a'] AS simhash_a,

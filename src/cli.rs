@@ -157,7 +157,8 @@ pub struct RunArgs {
     /// Column holding the document text.
     #[arg(long, default_value = "text", value_name = "NAME")]
     pub text_column: String,
-    /// Largest Hamming distance (bits of 64) at which two documents are duplicates: 0..=3.
+    /// Largest Hamming distance at which two documents are duplicates: 0..=3 of 64 bits,
+    /// 0..=7 of 128 bits.
     #[arg(long, default_value_t = 3)]
     pub k: u32,
     /// How candidate pairs are found; both give the same pairs (docs/BENCHMARKS.md).
@@ -171,6 +172,27 @@ pub struct RunArgs {
     #[arg(long, value_name = "KEY=VALUE,...", default_value = "", hide_default_value = true,
           value_parser = parse_features)]
     pub features: FeatureOptions,
+    /// Fingerprint width: 64 (UInt64, four 16-bit buckets) or 128 (FixedSizeBinary(16),
+    /// bucket1..bucket8, k up to 7), for finer distinctions between long texts. The same as
+    /// --features bits=N.
+    #[arg(long, value_parser = ["64", "128"], value_name = "64|128")]
+    pub bits: Option<String>,
+}
+
+/// `--bits` sets the features' width; it may not contradict a `bits=` in `--features`.
+fn with_bits(mut features: FeatureOptions, bits: Option<&str>) -> Result<FeatureOptions> {
+    let Some(bits) = bits else {
+        return Ok(features);
+    };
+    let bits: u32 = if bits == "128" { 128 } else { 64 };
+    if features.bits != 64 && features.bits != bits {
+        return Err(crate::error::Error::Usage(format!(
+            "--bits {bits} contradicts bits={} in --features",
+            features.bits
+        )));
+    }
+    features.bits = bits;
+    Ok(features)
 }
 
 fn parse_features(text: &str) -> std::result::Result<FeatureOptions, String> {
@@ -235,7 +257,7 @@ pub async fn execute(cli: Cli) -> Result<()> {
                 k: args.k,
                 matching: args.matching,
                 overwrite: args.overwrite,
-                features: args.features,
+                features: with_bits(args.features, args.bits.as_deref())?,
             };
             let summary = job::run(&options).await?;
             report(&summary, &args.output);

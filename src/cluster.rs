@@ -2,16 +2,19 @@
 //! relational query, kept behind one function so a distributed version can replace it.
 
 use std::collections::HashMap;
+use std::hash::Hash;
 
 use petgraph::unionfind::UnionFind;
 
 /// Labels every node that appears on an edge with its component, the label being the smallest
 /// node of the component (deterministic, whatever the edge order). Sorted by node.
-pub fn connected_components(edges: impl IntoIterator<Item = (u64, u64)>) -> Vec<(u64, u64)> {
-    let mut index: HashMap<u64, usize> = HashMap::new();
-    let mut nodes: Vec<u64> = Vec::new();
+pub fn connected_components<N: Copy + Ord + Hash>(
+    edges: impl IntoIterator<Item = (N, N)>,
+) -> Vec<(N, N)> {
+    let mut index: HashMap<N, usize> = HashMap::new();
+    let mut nodes: Vec<N> = Vec::new();
     let mut dense_edges: Vec<(usize, usize)> = Vec::new();
-    let mut dense = |node: u64| {
+    let mut dense = |node: N| {
         *index.entry(node).or_insert_with(|| {
             nodes.push(node);
             nodes.len() - 1
@@ -25,12 +28,12 @@ pub fn connected_components(edges: impl IntoIterator<Item = (u64, u64)>) -> Vec<
         sets.union(a, b);
     }
     let roots = sets.into_labeling();
-    let mut smallest: HashMap<usize, u64> = HashMap::new();
+    let mut smallest: HashMap<usize, N> = HashMap::new();
     for (i, root) in roots.iter().enumerate() {
         let label = smallest.entry(*root).or_insert(nodes[i]);
         *label = (*label).min(nodes[i]);
     }
-    let mut labelled: Vec<(u64, u64)> = roots
+    let mut labelled: Vec<(N, N)> = roots
         .iter()
         .enumerate()
         .map(|(i, root)| (nodes[i], smallest[root]))
@@ -63,6 +66,6 @@ mod tests {
 
     #[test]
     fn no_edges_no_components() {
-        assert!(connected_components(std::iter::empty()).is_empty());
+        assert!(connected_components(std::iter::empty::<(u64, u64)>()).is_empty());
     }
 }

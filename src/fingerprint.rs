@@ -1,10 +1,64 @@
 //! SimHash arithmetic with no Arrow in it: feature hashing, the weighted bit vote, Hamming
-//! distance and the 16-bit bands the matching joins on.
+//! distance and the 16-bit bands the matching joins on. Fingerprints are 64 bits (`u64`, the
+//! default) or 128 bits (`u128`, `--bits 128`); `Fingerprint` is what the matching needs of both.
 
-use xxhash_rust::xxh3::xxh3_64;
+use std::fmt::Debug;
+use std::hash::Hash;
+
+use xxhash_rust::xxh3::{xxh3_64, xxh3_128};
 
 /// Number of 16-bit bands a 64-bit fingerprint is cut into.
 pub const BANDS: usize = 4;
+
+/// A fingerprint width: 64 or 128 bits, cut into 16-bit bands, band 1 being the top bits.
+///
+/// Pigeonhole: two fingerprints within Hamming distance k differ in at most k bands, so with
+/// `BANDS` bands and k < `BANDS` they agree on at least one. Four bands find every pair within 3
+/// bits of 64; eight find every pair within 7 bits of 128.
+pub trait Fingerprint: Copy + Ord + Hash + Debug + Send + Sync + 'static {
+    const BITS: u32;
+    const BANDS: usize = (Self::BITS / 16) as usize;
+    /// The largest k every pair within which the bands find.
+    const MAX_K: u32 = Self::BANDS as u32 - 1;
+
+    fn hamming(self, other: Self) -> u32;
+    /// The `index`-th 16-bit band (1-based).
+    fn band(self, index: usize) -> Option<u16>;
+
+    /// The first band (1-based) on which two fingerprints agree, if any. The matching takes a
+    /// pair from this band only, so a pair that shares several bands is found once.
+    fn first_shared_band(self, other: Self) -> Option<usize> {
+        (1..=Self::BANDS).find(|&index| self.band(index) == other.band(index))
+    }
+}
+
+impl Fingerprint for u64 {
+    const BITS: u32 = 64;
+    fn hamming(self, other: Self) -> u32 {
+        (self ^ other).count_ones()
+    }
+    fn band(self, index: usize) -> Option<u16> {
+        band(self, index)
+    }
+}
+
+impl Fingerprint for u128 {
+    const BITS: u32 = 128;
+    fn hamming(self, other: Self) -> u32 {
+        (self ^ other).count_ones()
+    }
+    fn band(self, index: usize) -> Option<u16> {
+        if !(1..=Self::BANDS).contains(&index) {
+            return None;
+        }
+        Some((self >> (16 * (Self::BANDS - index))) as u16)
+    }
+}
+
+/// Hashes one feature to 128 bits for 128-bit fingerprints: XXH3-128 with seed 0.
+pub fn feature_hash128(feature: &str) -> u128 {
+    xxh3_128(feature.as_bytes())
+}
 
 /// Hashes one feature to 64 bits.
 ///
@@ -17,16 +71,17 @@ pub fn feature_hash(feature: &str) -> u64 {
 
 /// Accumulates weighted features into a 64-bit SimHash (Charikar): each feature votes +w on the
 /// bits set in its hash and -w on the others; the fingerprint keeps the sign of each bit's total.
+/// Up to 128 bits are voted on; a 64-bit fingerprint uses the first 64.
 #[derive(Debug, Clone)]
 pub struct SimHasher {
-    votes: [f64; 64],
+    votes: [f64; 128],
     features: usize,
 }
 
 impl Default for SimHasher {
     fn default() -> Self {
         Self {
-            votes: [0.0; 64],
+            votes: [0.0; 128],
             features: 0,
         }
     }
@@ -35,18 +90,41 @@ impl Default for SimHasher {
 impl SimHasher {
     /// Clears the accumulator so one hasher serves every row of a batch.
     pub fn reset(&mut self) {
-        self.votes = [0.0; 64];
+        self.votes = [0.0; 128];
         self.features = 0;
     }
 
-    /// Adds one feature, given by its hash, with a weight.
+    /// Adds one feature, given by its 64-bit hash, with a weight.
     pub fn add(&mut self, hash: u64, weight: f64) {
-        for (bit, vote) in self.votes.iter_mut().enumerate() {
+        for (bit, vote) in self.votes[..64].iter_mut().enumerate() {
             // Branch-free: +w when the bit is set, -w otherwise.
             let sign = ((hash >> bit) & 1) as f64 * 2.0 - 1.0;
             *vote += sign * weight;
         }
         self.features += 1;
+    }
+
+    /// Adds one feature, given by its 128-bit hash, with a weight.
+    pub fn add128(&mut self, hash: u128, weight: f64) {
+        for (bit, vote) in self.votes.iter_mut().enumerate() {
+            let sign = ((hash >> bit) & 1) as f64 * 2.0 - 1.0;
+            *vote += sign * weight;
+        }
+        self.features += 1;
+    }
+
+    /// The 128-bit fingerprint, or `None` when no feature was added.
+    pub fn finish128(&self) -> Option<u128> {
+        if self.features == 0 {
+            return None;
+        }
+        let mut fingerprint = 0u128;
+        for (bit, vote) in self.votes.iter().enumerate() {
+            if *vote > 0.0 {
+                fingerprint |= 1 << bit;
+            }
+        }
+        Some(fingerprint)
     }
 
     /// Number of features added since the last reset.
@@ -62,7 +140,7 @@ impl SimHasher {
             return None;
         }
         let mut fingerprint = 0u64;
-        for (bit, vote) in self.votes.iter().enumerate() {
+        for (bit, vote) in self.votes[..64].iter().enumerate() {
             if *vote > 0.0 {
                 fingerprint |= 1 << bit;
             }
@@ -159,6 +237,28 @@ mod tests {
         assert_eq!(first_shared_band(a, 0x9999_2222_9999_4444), Some(2));
         assert_eq!(first_shared_band(a, 0x9999_9999_9999_4444), Some(4));
         assert_eq!(first_shared_band(a, 0x9999_9999_9999_9999), None);
+    }
+
+    #[test]
+    fn wide_fingerprints_have_eight_bands() {
+        let f: u128 = 0x1111_2222_3333_4444_5555_6666_7777_8888;
+        assert_eq!(<u128 as Fingerprint>::BANDS, 8);
+        assert_eq!(<u128 as Fingerprint>::MAX_K, 7);
+        assert_eq!(<u64 as Fingerprint>::MAX_K, 3);
+        assert_eq!(f.band(1), Some(0x1111));
+        assert_eq!(f.band(8), Some(0x8888));
+        assert_eq!(f.band(9), None);
+        let g = f ^ (1 << 127) ^ 1;
+        assert_eq!(f.hamming(g), 2);
+        assert_eq!(f.first_shared_band(g), Some(2));
+        let mut h = SimHasher::default();
+        h.add128(f, 1.0);
+        assert_eq!(h.finish128(), Some(f));
+        assert_eq!(
+            h.finish(),
+            Some(f as u64),
+            "the 64-bit view is the low votes"
+        );
     }
 
     #[test]

@@ -5,20 +5,22 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use datafusion::arrow::array::{Array, RecordBatch, UInt64Array};
-use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::arrow::array::{Array, RecordBatch};
+use datafusion::arrow::datatypes::{Field, Schema};
 use datafusion::catalog::MemTable;
-use datafusion::common::cast::{as_int64_array, as_uint64_array};
+use datafusion::common::cast::as_int64_array;
 use datafusion::execution::FunctionRegistry;
 use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
 use futures::StreamExt;
 
 use crate::error::{Error, QueryContext, Result};
+use crate::fingerprint::{BANDS, Fingerprint};
 use crate::input::{self, Corpus, quote_ident, quote_literal};
 use crate::output::{SUMMARY_FILE, StagingDir};
 use crate::pipeline::{self, Matching, Params};
 use crate::summary::{Counts, Parameters, StageTime, Summary};
 use crate::text::{FeatureOptions, Featurizer};
+use crate::udf::FingerprintColumn;
 use crate::{cluster, udf};
 
 /// Largest k the four 16-bit bands find exactly (pigeonhole: k + 1 <= 4 bands).
@@ -51,13 +53,18 @@ pub struct MatchOptions {
 }
 
 /// Checks k is one the band plan finds exactly.
-pub fn check_k(k: u32) -> Result<()> {
-    if k <= MAX_K {
+pub fn check_k(k: u32, bits: u32) -> Result<()> {
+    let (bands, max_k) = if bits == 128 {
+        (<u128 as Fingerprint>::BANDS, <u128 as Fingerprint>::MAX_K)
+    } else {
+        (BANDS, MAX_K)
+    };
+    if k <= max_k {
         return Ok(());
     }
     Err(Error::Usage(format!(
-        "--k {k} is not supported: four 16-bit bands find every pair only up to k = {MAX_K} \
-         (allowed: 0..={MAX_K})"
+        "--k {k} is not supported: {bands} 16-bit bands of a {bits}-bit fingerprint find every \
+         pair only up to k = {max_k} (allowed: 0..={max_k})"
     )))
 }
 
@@ -156,7 +163,15 @@ async fn find_unreadable_file(
 
 /// `neardup run`: Parquet corpus in; signatures, pairs, groups, dedup and summary out.
 pub async fn run(options: &RunOptions) -> Result<Summary> {
-    check_k(options.k)?;
+    let bits = options.features.bits;
+    check_k(options.k, bits)?;
+    if bits == 128 && options.matching == Matching::Join {
+        return Err(Error::Usage(
+            "--matching join is written for 64-bit fingerprints; use --matching scan (the \
+             default) with --bits 128"
+                .into(),
+        ));
+    }
     let mut clock = Stopwatch::new();
     let corpus = input::inspect(input::resolve_inputs(&options.inputs)?)?;
     corpus.check_id_column(&options.id_column)?;
@@ -167,7 +182,7 @@ pub async fn run(options: &RunOptions) -> Result<Summary> {
     let staging = StagingDir::create(&options.output, options.overwrite)?;
     let ctx = session_context()?;
     register_corpus(&ctx, &corpus).await?;
-    let params = stage_params(staging.path(), &options.id_column, options.k)
+    let params = stage_params(staging.path(), &options.id_column, options.k, bits)
         .set("text", quote_ident(&options.text_column))
         .set("features", quote_literal(&features))
         .set("min_features", options.features.min_features.to_string())
@@ -209,13 +224,14 @@ pub async fn run(options: &RunOptions) -> Result<Summary> {
         &options.id_column,
         &options.text_column,
         &features,
+        bits,
     );
     finish(staging, "run", parameters, &corpus, counts, clock)
 }
 
 /// `neardup match`: fingerprints in; pairs, groups and summary out.
 pub async fn match_fingerprints(options: &MatchOptions) -> Result<Summary> {
-    check_k(options.k)?;
+    check_k(options.k, 64)?;
     let mut clock = Stopwatch::new();
     let corpus = input::inspect(input::resolve_inputs(&options.signatures)?)?;
     corpus.check_id_column(&options.id_column)?;
@@ -223,7 +239,7 @@ pub async fn match_fingerprints(options: &MatchOptions) -> Result<Summary> {
     let staging = StagingDir::create(&options.output, options.overwrite)?;
     let ctx = session_context()?;
     register_corpus(&ctx, &corpus).await?;
-    let params = stage_params(staging.path(), &options.id_column, options.k)
+    let params = stage_params(staging.path(), &options.id_column, options.k, 64)
         .set("simhash", quote_ident(&options.simhash_column))
         .clone();
     let stages = async {
@@ -243,6 +259,7 @@ pub async fn match_fingerprints(options: &MatchOptions) -> Result<Summary> {
         &options.id_column,
         &options.simhash_column,
         "fingerprints given",
+        64,
     );
     finish(staging, "match", parameters, &corpus, counts, clock)
 }
@@ -270,7 +287,14 @@ async fn run_matching(
     clock
         .time("pairs", pipeline::run_stage(ctx, &pipeline::PAIRS, params))
         .await?;
-    clock.time("clustering", cluster_fingerprints(ctx)).await?;
+    let clustering = async {
+        if params.get("bits") == Some("128") {
+            cluster_fingerprints::<u128>(ctx).await
+        } else {
+            cluster_fingerprints::<u64>(ctx).await
+        }
+    };
+    clock.time("clustering", clustering).await?;
     clock
         .time(
             "groups",
@@ -279,7 +303,7 @@ async fn run_matching(
         .await
 }
 
-fn stage_params(dir: &Path, id_column: &str, k: u32) -> Params {
+fn stage_params(dir: &Path, id_column: &str, k: u32, bits: u32) -> Params {
     let folder = |name: &str| {
         // A trailing slash makes COPY write a folder of Parquet files.
         quote_literal(&format!("{}/", dir.join(name).display()))
@@ -300,6 +324,29 @@ fn stage_params(dir: &Path, id_column: &str, k: u32) -> Params {
         .set("pairs_dir", folder("pairs"))
         .set("groups_dir", folder("groups"))
         .set("dedup_dir", folder("dedup"));
+    // The band columns: bucket1..bucket4 of 64 bits, bucket1..bucket8 of 128.
+    let bands = 1..=if bits == 128 { 8 } else { BANDS };
+    let list = |each: &dyn Fn(usize) -> String, separator: &str| {
+        bands.clone().map(each).collect::<Vec<_>>().join(separator)
+    };
+    params
+        .set("bits", bits.to_string())
+        .set(
+            "bucket_columns",
+            list(&|n| format!("bucket(simhash, {n}) AS bucket{n}"), ", "),
+        )
+        .set("bucket_names", list(&|n| format!("bucket{n}"), ", "))
+        .set(
+            "band_rows",
+            list(
+                &|n| {
+                    format!(
+                        "SELECT {n} AS band, bucket{n} AS band_value, simhash FROM fingerprints"
+                    )
+                },
+                " UNION ALL ",
+            ),
+        );
     params
 }
 
@@ -312,14 +359,15 @@ fn parameters(
     id_column: &str,
     source_column: &str,
     features: &str,
+    bits: u32,
 ) -> Parameters {
     Parameters {
         k,
         matching,
         id_column: id_column.to_string(),
         source_column: source_column.to_string(),
-        fingerprint_bits: 64,
-        bands: 4,
+        fingerprint_bits: bits,
+        bands: bits / 16,
         features: features.to_string(),
     }
 }
@@ -429,7 +477,7 @@ async fn check_ids(ctx: &SessionContext, corpus: &Corpus, id_column: &str) -> Re
 }
 
 /// Union-find over the fingerprint pairs; registers `fingerprint_components` for stage 3.
-async fn cluster_fingerprints(ctx: &SessionContext) -> Result<()> {
+async fn cluster_fingerprints<F: FingerprintColumn>(ctx: &SessionContext) -> Result<()> {
     let what = || "clustering".to_string();
     let mut stream = ctx
         .sql("SELECT simhash_a, simhash_b FROM fingerprint_pairs")
@@ -441,27 +489,23 @@ async fn cluster_fingerprints(ctx: &SessionContext) -> Result<()> {
     let mut edges = Vec::new();
     while let Some(batch) = stream.next().await {
         let batch = batch.context(what)?;
-        let a = as_uint64_array(batch.column(0)).context(what)?;
-        let b = as_uint64_array(batch.column(1)).context(what)?;
-        edges.extend(a.values().iter().copied().zip(b.values().iter().copied()));
+        let a = F::values(batch.column(0)).context(what)?;
+        let b = F::values(batch.column(1)).context(what)?;
+        edges.extend(a.into_iter().zip(b));
     }
     let components = cluster::connected_components(edges);
     let schema = Arc::new(Schema::new(vec![
-        Field::new("simhash", DataType::UInt64, false),
-        Field::new("component", DataType::UInt64, false),
+        Field::new("simhash", F::data_type(), false),
+        Field::new("component", F::data_type(), false),
     ]));
-    let batch = RecordBatch::try_new(
-        Arc::clone(&schema),
-        vec![
-            Arc::new(UInt64Array::from_iter_values(
-                components.iter().map(|c| c.0),
-            )),
-            Arc::new(UInt64Array::from_iter_values(
-                components.iter().map(|c| c.1),
-            )),
-        ],
-    )
-    .map_err(|e| Error::Internal(e.to_string()))?;
+    let nodes: Vec<F> = components.iter().map(|c| c.0).collect();
+    let labels: Vec<F> = components.iter().map(|c| c.1).collect();
+    let columns = vec![
+        F::column(&nodes).context(what)?,
+        F::column(&labels).context(what)?,
+    ];
+    let batch = RecordBatch::try_new(Arc::clone(&schema), columns)
+        .map_err(|e| Error::Internal(e.to_string()))?;
     let table = MemTable::try_new(schema, vec![vec![batch]]).context(what)?;
     ctx.register_table("fingerprint_components", Arc::new(table))
         .context(what)?;

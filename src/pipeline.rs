@@ -90,6 +90,10 @@ impl Params {
         self.0.insert(name.to_string(), sql_text.into());
         self
     }
+
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.0.get(name).map(String::as_str)
+    }
 }
 
 /// Replaces every `${name}`; a placeholder without a value is an error, not an empty string.
@@ -226,7 +230,15 @@ mod tests {
                 },
             );
         }
-        params.set("k", "3").set("features", "'mode=auto'");
+        params
+            .set("k", "3")
+            .set("features", "'mode=auto'")
+            .set("bucket_columns", "bucket(simhash, 1) AS bucket1")
+            .set("bucket_names", "bucket1")
+            .set(
+                "band_rows",
+                "SELECT 1 AS band, bucket1 AS band_value, simhash FROM fingerprints",
+            );
         for stage in [
             SIGNATURES,
             SIGNATURES_GIVEN,

@@ -25,7 +25,7 @@ use std::sync::{Arc, LazyLock, Mutex};
 use jieba_rs::DEFAULT_STOP_WORDS;
 use xxhash_rust::xxh3::Xxh3;
 
-use crate::fingerprint::{SimHasher, feature_hash};
+use crate::fingerprint::{SimHasher, feature_hash, feature_hash128};
 pub use options::{EmptyPolicy, FeatureOptions, Mode, OptionError, T2s};
 
 /// True for characters of the CJK Unified Ideographs blocks (Han script).
@@ -45,15 +45,23 @@ pub fn is_han(c: char) -> bool {
 const AUTO_N_HAN: usize = 2;
 const AUTO_N_OTHER: usize = 3;
 
-/// Seed of the exact hash given to short texts (XXH3-64 over the feature hashes in order, as
-/// little-endian bytes); not 0, so it is not the hash of any one feature.
+/// Seed of the exact hash given to short texts (XXH3 over the feature hashes in order, as
+/// little-endian bytes). Features are hashed with seed 0; a different seed keeps the two apart.
 const EXACT_SEED: u64 = 0x6E65_6172_6475_7021;
 
 /// The fingerprint of one document and the number of distinct features it was made of.
+/// `simhash` is set for 64-bit options, `simhash128` for `bits=128`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Fingerprint {
     pub simhash: Option<u64>,
+    pub simhash128: Option<u128>,
     pub features: u32,
+}
+
+impl Fingerprint {
+    pub fn is_some(&self) -> bool {
+        self.simhash.is_some() || self.simhash128.is_some()
+    }
 }
 
 /// Options resolved into what fingerprinting needs: files loaded, dictionaries checked.
@@ -146,10 +154,19 @@ impl Featurizer {
         distinct.clear();
         let sequence = sequence.get_or_insert_with(|| Xxh3::with_seed(EXACT_SEED));
         sequence.reset();
-        let mut add = |hash: u64, weight: f64| {
-            hasher.add(hash, weight);
-            sequence.update(&hash.to_le_bytes());
-            distinct.insert(hash);
+        let wide = self.options.bits == 128;
+        let mut add = |feature: &str, weight: f64| {
+            if wide {
+                let hash = feature_hash128(feature);
+                hasher.add128(hash, weight);
+                sequence.update(&hash.to_le_bytes());
+                distinct.insert(hash as u64);
+            } else {
+                let hash = feature_hash(feature);
+                hasher.add(hash, weight);
+                sequence.update(&hash.to_le_bytes());
+                distinct.insert(hash);
+            }
         };
         let options = &self.options;
         let (mode, n) = (options.mode, options.n);
@@ -161,37 +178,33 @@ impl Featurizer {
                     options.top_k
                 };
                 for (keyword, weight) in self.keywords.extract(&cleaned, top_k) {
-                    add(feature_hash(&keyword), weight);
+                    add(&keyword, weight);
                 }
             }
-            Mode::Words => {
-                words::for_each_word(&cleaned, &self.stop_words, |w| add(feature_hash(w), 1.0))
-            }
-            Mode::Shingles => {
-                words::for_each_shingle(&cleaned, n, buffer, |s| add(feature_hash(s), 1.0))
-            }
-            Mode::Chars => {
-                chars::for_each_ngram(&cleaned, n, buffer, |g| add(feature_hash(g), 1.0))
-            }
+            Mode::Words => words::for_each_word(&cleaned, &self.stop_words, |w| add(w, 1.0)),
+            Mode::Shingles => words::for_each_shingle(&cleaned, n, buffer, |s| add(s, 1.0)),
+            Mode::Chars => chars::for_each_ngram(&cleaned, n, buffer, |g| add(g, 1.0)),
             Mode::Auto => {
-                let mut add = |g: &str| add(feature_hash(g), 1.0);
+                let mut add = |g: &str| add(g, 1.0);
                 chars::for_each_script_ngram(&cleaned, AUTO_N_HAN, AUTO_N_OTHER, buffer, &mut add)
             }
         }
         let features = distinct.len();
-        let exact = || Some(sequence.digest());
-        let simhash = if features == 0 {
-            match options.empty {
-                EmptyPolicy::Skip => None,
-                EmptyPolicy::Exact => exact(),
-            }
-        } else if features < options.min_features {
-            exact()
+        let exact = if features == 0 {
+            options.empty == EmptyPolicy::Exact
         } else {
-            hasher.finish()
+            features < options.min_features
+        };
+        let (simhash, simhash128) = match (features, exact, wide) {
+            (0, false, _) => (None, None),
+            (_, true, false) => (Some(sequence.digest()), None),
+            (_, true, true) => (None, Some(sequence.digest128())),
+            (_, false, false) => (hasher.finish(), None),
+            (_, false, true) => (None, hasher.finish128()),
         };
         Fingerprint {
             simhash,
+            simhash128,
             features: u32::try_from(features).unwrap_or(u32::MAX),
         }
     }
@@ -249,6 +262,11 @@ mod tests {
 
     #[test]
     fn empty_exact_makes_featureless_texts_one_duplicate() {
+        let without_policy = with("empty=exact,min_features=0");
+        assert!(
+            print(&without_policy, "").simhash.is_some(),
+            "empty=exact holds alone"
+        );
         let exact = with("empty=exact");
         let blank = print(&exact, "");
         assert!(blank.simhash.is_some() && blank.features == 0);
@@ -471,6 +489,7 @@ mod tests {
             "mode=words",
             "mode=shingles,n=2",
             "mode=chars,n=3,t2s=tw",
+            "mode=words,bits=128",
             "mode=auto,cjk_only=on,min_features=0",
         ]
         .iter()
@@ -495,7 +514,7 @@ mod tests {
                     "case {case} {:?}: {text:?}",
                     featurizer.options()
                 );
-                assert_eq!(first.simhash.is_some(), first.features > 0, "case {case}");
+                assert_eq!(first.is_some(), first.features > 0, "case {case}");
             }
         }
     }

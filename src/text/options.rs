@@ -123,6 +123,8 @@ pub struct FeatureOptions {
     /// Documents with fewer distinct features than this are matched only as exact copies.
     pub min_features: usize,
     pub empty: EmptyPolicy,
+    /// Fingerprint width: 64 (UInt64) or 128 (FixedSizeBinary(16), big-endian).
+    pub bits: u32,
     pub cleaning: Cleaning,
 }
 
@@ -137,6 +139,7 @@ impl Default for FeatureOptions {
             stop_words: None,
             min_features: 5,
             empty: EmptyPolicy::Skip,
+            bits: 64,
             cleaning: Cleaning {
                 html: true,
                 nfkc: true,
@@ -163,8 +166,9 @@ impl fmt::Display for OptionError {
 impl std::error::Error for OptionError {}
 
 /// Every key, in canonical order.
-const KEYS: [&str; 15] = [
+const KEYS: [&str; 16] = [
     "mode",
+    "bits",
     "top_k",
     "n",
     "idf",
@@ -204,6 +208,17 @@ impl FeatureOptions {
             let c = &mut parsed.cleaning;
             match key {
                 "mode" => parsed.mode = Mode::parse(value)?,
+                "bits" => {
+                    parsed.bits = match value {
+                        "64" => 64,
+                        "128" => 128,
+                        _ => {
+                            return Err(OptionError(format!(
+                                "feature option bits={value:?} is not valid; valid values: 64, 128"
+                            )));
+                        }
+                    }
+                }
                 "top_k" => parsed.top_k = count(key, value, 1)?,
                 "n" => parsed.n = count(key, value, 1)?,
                 "min_features" => parsed.min_features = count(key, value, 0)?,
@@ -291,8 +306,9 @@ impl fmt::Display for FeatureOptions {
         let c = &self.cleaning;
         write!(
             f,
-            "mode={},top_k={},n={},",
+            "mode={},bits={},top_k={},n={},",
             self.mode.name(),
+            self.bits,
             self.top_k,
             self.n
         )?;
@@ -388,7 +404,7 @@ mod tests {
         );
         let e = err("colour=red");
         assert!(
-            e.contains("\"colour\"") && e.contains("mode, top_k, n"),
+            e.contains("\"colour\"") && e.contains("mode, bits, top_k, n"),
             "{e}"
         );
         let e = err("n=0");

@@ -9,20 +9,26 @@
 //! a pair only in the first band it shares, so it is found once. Candidates are never rows.
 //! Stateless (band and k are arguments), so a cluster runs it like any aggregate.
 
+use std::marker::PhantomData;
 use std::sync::{Arc, LazyLock};
 
-use datafusion::arrow::array::{Array, ArrayRef, ListArray, StructArray, UInt64Array};
+use datafusion::arrow::array::{
+    Array, ArrayRef, FixedSizeBinaryArray, ListArray, StructArray, UInt64Array,
+};
 use datafusion::arrow::buffer::OffsetBuffer;
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Fields};
-use datafusion::common::cast::{as_int64_array, as_list_array, as_uint64_array};
+use datafusion::common::cast::{
+    as_fixed_size_binary_array, as_int64_array, as_list_array, as_uint64_array,
+};
 use datafusion::common::{ScalarValue, exec_err};
 use datafusion::error::Result;
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion::logical_expr::{
-    Accumulator, AggregateUDF, AggregateUDFImpl, Signature, Volatility,
+    Accumulator, AggregateUDF, AggregateUDFImpl, Signature, TypeSignature, Volatility,
 };
 
-use crate::fingerprint::{BANDS, band, first_shared_band, hamming};
+use crate::fingerprint::Fingerprint;
+use crate::udf::hamming::wide_value;
 
 static BAND_PAIRS: LazyLock<Arc<AggregateUDF>> =
     LazyLock::new(|| Arc::new(AggregateUDF::new_from_impl(BandPairsFunc::new())));
@@ -32,6 +38,47 @@ pub fn band_pairs_udaf() -> Arc<AggregateUDF> {
     Arc::clone(&BAND_PAIRS)
 }
 
+/// A fingerprint width as an Arrow column: UInt64, or FixedSizeBinary(16) big-endian.
+pub(crate) trait FingerprintColumn: Fingerprint {
+    fn data_type() -> DataType;
+    /// The non-NULL values of a column.
+    fn values(array: &ArrayRef) -> Result<Vec<Self>>;
+    fn column(values: &[Self]) -> Result<ArrayRef>;
+}
+
+impl FingerprintColumn for u64 {
+    fn data_type() -> DataType {
+        DataType::UInt64
+    }
+    fn values(array: &ArrayRef) -> Result<Vec<Self>> {
+        Ok(as_uint64_array(array)?.iter().flatten().collect())
+    }
+    fn column(values: &[Self]) -> Result<ArrayRef> {
+        Ok(Arc::new(UInt64Array::from_iter_values(
+            values.iter().copied(),
+        )))
+    }
+}
+
+impl FingerprintColumn for u128 {
+    fn data_type() -> DataType {
+        DataType::FixedSizeBinary(16)
+    }
+    fn values(array: &ArrayRef) -> Result<Vec<Self>> {
+        Ok(as_fixed_size_binary_array(array)?
+            .iter()
+            .filter_map(|v| wide_value(v?))
+            .collect())
+    }
+    fn column(values: &[Self]) -> Result<ArrayRef> {
+        // The sparse constructor, unlike `try_from_iter`, accepts an empty list.
+        let bytes = values.iter().map(|v| Some(v.to_be_bytes()));
+        Ok(Arc::new(
+            FixedSizeBinaryArray::try_from_sparse_iter_with_size(bytes, 16)?,
+        ))
+    }
+}
+
 #[derive(Debug, PartialEq, Eq, Hash)]
 struct BandPairsFunc {
     signature: Signature,
@@ -39,31 +86,47 @@ struct BandPairsFunc {
 
 impl BandPairsFunc {
     fn new() -> Self {
+        let with = |fingerprint: DataType| {
+            TypeSignature::Exact(vec![fingerprint, DataType::Int64, DataType::Int64])
+        };
         Self {
-            signature: Signature::exact(
-                vec![DataType::UInt64, DataType::Int64, DataType::Int64],
+            signature: Signature::one_of(
+                vec![with(DataType::UInt64), with(DataType::FixedSizeBinary(16))],
                 Volatility::Immutable,
             ),
         }
     }
 }
 
-fn pair_fields() -> Fields {
+fn pair_fields(fingerprint: &DataType) -> Fields {
     Fields::from(vec![
-        Field::new("simhash_a", DataType::UInt64, false),
-        Field::new("simhash_b", DataType::UInt64, false),
+        Field::new("simhash_a", fingerprint.clone(), false),
+        Field::new("simhash_b", fingerprint.clone(), false),
     ])
 }
 
-fn list_of_pairs() -> DataType {
+fn list_of_pairs(fingerprint: &DataType) -> DataType {
     DataType::List(Arc::new(Field::new_list_field(
-        DataType::Struct(pair_fields()),
+        DataType::Struct(pair_fields(fingerprint)),
         true,
     )))
 }
 
-fn list_of_fingerprints() -> DataType {
-    DataType::List(Arc::new(Field::new_list_field(DataType::UInt64, true)))
+fn list_of(fingerprint: &DataType) -> DataType {
+    DataType::List(Arc::new(Field::new_list_field(fingerprint.clone(), true)))
+}
+
+/// The fingerprint type inside the aggregate's return type.
+fn fingerprint_of(return_type: &DataType) -> DataType {
+    match return_type {
+        DataType::List(item) => match item.data_type() {
+            DataType::Struct(fields) => fields
+                .first()
+                .map_or(DataType::UInt64, |f| f.data_type().clone()),
+            _ => DataType::UInt64,
+        },
+        _ => DataType::UInt64,
+    }
 }
 
 impl AggregateUDFImpl for BandPairsFunc {
@@ -75,19 +138,27 @@ impl AggregateUDFImpl for BandPairsFunc {
         &self.signature
     }
 
-    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
-        Ok(list_of_pairs())
+    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
+        let fingerprint = arg_types.first().cloned().unwrap_or(DataType::UInt64);
+        Ok(list_of_pairs(&fingerprint))
     }
 
-    fn accumulator(&self, _args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
-        Ok(Box::new(BandPairs::default()))
+    fn accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
+        Ok(match fingerprint_of(args.return_field.data_type()) {
+            DataType::FixedSizeBinary(16) => Box::new(BandPairs::<u128>::default()),
+            _ => Box::new(BandPairs::<u64>::default()),
+        })
     }
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
+        let fingerprint = args
+            .input_fields
+            .first()
+            .map_or(DataType::UInt64, |f| f.data_type().clone());
         Ok(vec![
             Arc::new(Field::new(
                 format!("{}[fingerprints]", args.name),
-                list_of_fingerprints(),
+                list_of(&fingerprint),
                 true,
             )),
             Arc::new(Field::new(
@@ -105,14 +176,26 @@ impl AggregateUDFImpl for BandPairsFunc {
 }
 
 /// The fingerprints of one group, and the band and k they are compared at.
-#[derive(Debug, Default)]
-struct BandPairs {
-    fingerprints: Vec<u64>,
+#[derive(Debug)]
+struct BandPairs<F> {
+    fingerprints: Vec<F>,
     band: Option<i64>,
     k: Option<i64>,
+    width: PhantomData<F>,
 }
 
-impl BandPairs {
+impl<F> Default for BandPairs<F> {
+    fn default() -> Self {
+        Self {
+            fingerprints: Vec::new(),
+            band: None,
+            k: None,
+            width: PhantomData,
+        }
+    }
+}
+
+impl<F: FingerprintColumn> BandPairs<F> {
     fn note_parameters(&mut self, band: &ArrayRef, k: &ArrayRef) -> Result<()> {
         let (band, k) = (as_int64_array(band)?, as_int64_array(k)?);
         if self.band.is_none() {
@@ -125,18 +208,19 @@ impl BandPairs {
     }
 
     /// Sort-and-scan over the group: runs of equal band value, one popcount per two members.
-    fn pairs(&mut self) -> Result<Vec<(u64, u64)>> {
+    fn pairs(&mut self) -> Result<Vec<(F, F)>> {
         let (Some(band_index), Some(k)) = (self.band, self.k) else {
             return Ok(Vec::new());
         };
-        if !(1..=BANDS as i64).contains(&band_index) || !(0..=64).contains(&k) {
-            return exec_err!("band_pairs: band must be in 1..={BANDS} and k in 0..=64");
+        let (bands, bits) = (F::BANDS as i64, i64::from(F::BITS));
+        if !(1..=bands).contains(&band_index) || !(0..=bits).contains(&k) {
+            return exec_err!("band_pairs: band must be in 1..={bands} and k in 0..={bits}");
         }
         let (band_index, k) = (band_index as usize, k as u32);
-        let mut keyed: Vec<(u16, u64)> = self
+        let mut keyed: Vec<(u16, F)> = self
             .fingerprints
             .iter()
-            .map(|&f| (band(f, band_index).unwrap_or(0), f))
+            .map(|&f| (f.band(band_index).unwrap_or(0), f))
             .collect();
         keyed.sort_unstable();
         keyed.dedup();
@@ -144,7 +228,7 @@ impl BandPairs {
         for run in keyed.chunk_by(|a, b| a.0 == b.0) {
             for (i, &(_, a)) in run.iter().enumerate() {
                 for &(_, b) in &run[i + 1..] {
-                    if hamming(a, b) <= k && first_shared_band(a, b) == Some(band_index) {
+                    if a.hamming(b) <= k && a.first_shared_band(b) == Some(band_index) {
                         pairs.push((a, b));
                     }
                 }
@@ -154,28 +238,26 @@ impl BandPairs {
     }
 }
 
-impl Accumulator for BandPairs {
+impl<F: FingerprintColumn> Accumulator for BandPairs<F> {
     fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
-        let fingerprints = as_uint64_array(&values[0])?;
-        self.fingerprints.extend(fingerprints.iter().flatten());
+        self.fingerprints.extend(F::values(&values[0])?);
         self.note_parameters(&values[1], &values[2])
     }
 
     fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
         let lists = as_list_array(&states[0])?;
         for list in lists.iter().flatten() {
-            self.fingerprints
-                .extend(as_uint64_array(&list)?.iter().flatten());
+            self.fingerprints.extend(F::values(&list)?);
         }
         self.note_parameters(&states[1], &states[2])
     }
 
     fn state(&mut self) -> Result<Vec<ScalarValue>> {
-        let fingerprints = UInt64Array::from(std::mem::take(&mut self.fingerprints));
+        let fingerprints = F::column(&std::mem::take(&mut self.fingerprints))?;
         let list = ListArray::new(
-            Arc::new(Field::new_list_field(DataType::UInt64, true)),
+            Arc::new(Field::new_list_field(F::data_type(), true)),
             OffsetBuffer::from_lengths([fingerprints.len()]),
-            Arc::new(fingerprints),
+            fingerprints,
             None,
         );
         Ok(vec![
@@ -187,15 +269,12 @@ impl Accumulator for BandPairs {
 
     fn evaluate(&mut self) -> Result<ScalarValue> {
         let pairs = self.pairs()?;
-        let a = UInt64Array::from_iter_values(pairs.iter().map(|p| p.0));
-        let b = UInt64Array::from_iter_values(pairs.iter().map(|p| p.1));
-        let structs = StructArray::new(
-            pair_fields(),
-            vec![Arc::new(a) as ArrayRef, Arc::new(b) as ArrayRef],
-            None,
-        );
+        let a: Vec<F> = pairs.iter().map(|p| p.0).collect();
+        let b: Vec<F> = pairs.iter().map(|p| p.1).collect();
+        let fields = pair_fields(&F::data_type());
+        let structs = StructArray::new(fields.clone(), vec![F::column(&a)?, F::column(&b)?], None);
         let list = ListArray::new(
-            Arc::new(Field::new_list_field(DataType::Struct(pair_fields()), true)),
+            Arc::new(Field::new_list_field(DataType::Struct(fields), true)),
             OffsetBuffer::from_lengths([structs.len()]),
             Arc::new(structs),
             None,
@@ -204,7 +283,7 @@ impl Accumulator for BandPairs {
     }
 
     fn size(&self) -> usize {
-        size_of_val(self) + self.fingerprints.capacity() * size_of::<u64>()
+        size_of_val(self) + self.fingerprints.capacity() * size_of::<F>()
     }
 }
 
@@ -245,6 +324,56 @@ mod tests {
         // Bands 2 and 3 are shared too, but band 1 came first; band 4 is not shared.
         for band in 2..=4 {
             assert!(pairs_at(band, 3).await.is_empty(), "band {band}");
+        }
+    }
+
+    /// Every band's pairs together are exactly the brute-force pairs within k, each once, for
+    /// 128-bit fingerprints up to k = 7 (eight bands), with planted neighbours at every distance.
+    #[test]
+    fn wide_fingerprints_all_pairs_within_seven_bits_once() {
+        use super::BandPairs;
+        use crate::fingerprint::Fingerprint;
+        let mut random = crate::generate::SplitMix64(0x128);
+        let mut wide = || (u128::from(random.next_u64()) << 64) | u128::from(random.next_u64());
+        let mut fingerprints: Vec<u128> = Vec::new();
+        for _ in 0..60 {
+            let base = wide();
+            fingerprints.push(base);
+            // Neighbours at distances 1..=9, each bit flipped somewhere random.
+            for distance in 1..=9u32 {
+                let mut f = base;
+                for step in 0..distance {
+                    f ^= 1u128 << ((wide() as u32 ^ step.wrapping_mul(37)) % 128);
+                }
+                fingerprints.push(f);
+            }
+        }
+        fingerprints.sort_unstable();
+        fingerprints.dedup();
+        for k in [0u32, 3, 5, 7] {
+            let mut found = Vec::new();
+            for band in 1..=8 {
+                let mut group = BandPairs::<u128> {
+                    fingerprints: fingerprints.clone(),
+                    band: Some(band),
+                    k: Some(i64::from(k)),
+                    ..Default::default()
+                };
+                found.extend(group.pairs().unwrap());
+            }
+            let mut brute = Vec::new();
+            for (i, &a) in fingerprints.iter().enumerate() {
+                for &b in &fingerprints[i + 1..] {
+                    if a.hamming(b) <= k {
+                        brute.push((a, b));
+                    }
+                }
+            }
+            let total = found.len();
+            found.sort_unstable();
+            found.dedup();
+            assert_eq!(found.len(), total, "k = {k}: a pair found twice");
+            assert_eq!(found, brute, "k = {k}");
         }
     }
 

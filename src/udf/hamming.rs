@@ -1,18 +1,20 @@
-//! `hamming(a, b) -> UInt8`: number of differing bits between two 64-bit fingerprints.
+//! `hamming(a, b) -> UInt8`: number of differing bits between two fingerprints, both UInt64
+//! (64 bits) or both FixedSizeBinary(16) (128 bits).
 
 use std::sync::{Arc, LazyLock};
 
 use datafusion::arrow::array::{ArrayRef, UInt8Array};
 use datafusion::arrow::compute::binary;
 use datafusion::arrow::datatypes::DataType;
-use datafusion::common::cast::as_uint64_array;
+use datafusion::common::cast::{as_fixed_size_binary_array, as_uint64_array};
 use datafusion::common::{ScalarValue, exec_err, utils::take_function_args};
 use datafusion::error::Result;
 use datafusion::logical_expr::{
-    ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
+    ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, TypeSignature,
+    Volatility,
 };
 
-use crate::fingerprint::hamming;
+use crate::fingerprint::{Fingerprint, hamming};
 
 static HAMMING: LazyLock<Arc<ScalarUDF>> =
     LazyLock::new(|| Arc::new(ScalarUDF::new_from_impl(HammingFunc::new())));
@@ -30,12 +32,24 @@ struct HammingFunc {
 impl HammingFunc {
     fn new() -> Self {
         Self {
-            signature: Signature::exact(
-                vec![DataType::UInt64, DataType::UInt64],
+            signature: Signature::one_of(
+                vec![
+                    TypeSignature::Exact(vec![DataType::UInt64, DataType::UInt64]),
+                    TypeSignature::Exact(vec![wide(), wide()]),
+                ],
                 Volatility::Immutable,
             ),
         }
     }
+}
+
+fn wide() -> DataType {
+    DataType::FixedSizeBinary(16)
+}
+
+/// A 128-bit fingerprint from its 16 big-endian bytes.
+pub(crate) fn wide_value(bytes: &[u8]) -> Option<u128> {
+    bytes.try_into().ok().map(u128::from_be_bytes)
 }
 
 impl ScalarUDFImpl for HammingFunc {
@@ -58,12 +72,40 @@ impl ScalarUDFImpl for HammingFunc {
                 (ScalarValue::UInt64(a), ScalarValue::UInt64(b)) => {
                     a.zip(*b).map(|(a, b)| hamming(a, b) as u8)
                 }
-                _ => return exec_err!("hamming expects two UInt64 fingerprints"),
+                (ScalarValue::FixedSizeBinary(16, a), ScalarValue::FixedSizeBinary(16, b)) => {
+                    match (
+                        a.as_deref().and_then(wide_value),
+                        b.as_deref().and_then(wide_value),
+                    ) {
+                        (Some(a), Some(b)) => Some(a.hamming(b) as u8),
+                        _ => None,
+                    }
+                }
+                _ => {
+                    return exec_err!(
+                        "hamming expects two UInt64 or two FixedSizeBinary(16) fingerprints"
+                    );
+                }
             };
             return Ok(ColumnarValue::Scalar(ScalarValue::UInt8(distance)));
         }
         // One side may be a scalar (a fingerprint to compare a column with): broadcast it.
         let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        if arrays[0].data_type() == &wide() {
+            let (a, b) = (
+                as_fixed_size_binary_array(&arrays[0])?,
+                as_fixed_size_binary_array(&arrays[1])?,
+            );
+            let distances: UInt8Array = a
+                .iter()
+                .zip(b.iter())
+                .map(|(a, b)| {
+                    let (a, b) = (wide_value(a?)?, wide_value(b?)?);
+                    Some(a.hamming(b) as u8)
+                })
+                .collect();
+            return Ok(ColumnarValue::Array(Arc::new(distances) as ArrayRef));
+        }
         let (a, b) = (as_uint64_array(&arrays[0])?, as_uint64_array(&arrays[1])?);
         let distances: UInt8Array = binary(a, b, |a, b| hamming(a, b) as u8)?;
         Ok(ColumnarValue::Array(Arc::new(distances) as ArrayRef))
@@ -118,6 +160,25 @@ mod tests {
         assert_eq!(
             column("SELECT hamming(arrow_cast(7, 'UInt64'), arrow_cast(NULL, 'UInt64'))").await,
             [None]
+        );
+    }
+
+    #[tokio::test]
+    async fn wide_fingerprints() {
+        // 16 bytes each: all zero, all ones, and zero with the first and last bits set.
+        let zero = "arrow_cast(X'00000000000000000000000000000000', 'FixedSizeBinary(16)')";
+        let ones = "arrow_cast(X'FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF', 'FixedSizeBinary(16)')";
+        let ends = "arrow_cast(X'80000000000000000000000000000001', 'FixedSizeBinary(16)')";
+        assert_eq!(
+            column(&format!("SELECT hamming({zero}, {ones})")).await,
+            [Some(128)]
+        );
+        assert_eq!(
+            column(&format!(
+                "SELECT hamming(f, {zero}) FROM (VALUES ({zero}), ({ones}), ({ends})) AS v(f)"
+            ))
+            .await,
+            [Some(0), Some(128), Some(2)]
         );
     }
 }

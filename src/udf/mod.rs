@@ -11,6 +11,7 @@ use std::sync::Arc;
 use datafusion::execution::FunctionRegistry;
 use datafusion::logical_expr::ScalarUDF;
 
+pub(crate) use band_pairs::FingerprintColumn;
 pub use band_pairs::band_pairs_udaf;
 pub use bucket::bucket_udf;
 pub use hamming::hamming_udf;

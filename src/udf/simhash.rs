@@ -12,7 +12,7 @@
 use std::sync::{Arc, LazyLock};
 
 use datafusion::arrow::array::{
-    Array, ArrayRef, StringArray, StructArray, UInt32Array, UInt64Array,
+    Array, ArrayRef, FixedSizeBinaryArray, StringArray, StructArray, UInt32Array, UInt64Array,
 };
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Fields};
 use datafusion::common::cast::{as_large_string_array, as_string_array, as_string_view_array};
@@ -61,9 +61,18 @@ struct TextFunc {
     signature: Signature,
 }
 
-fn details_fields() -> Fields {
+/// UInt64 for 64-bit fingerprints; FixedSizeBinary(16), big-endian, for `bits=128`.
+fn fingerprint_type(bits: u32) -> DataType {
+    if bits == 128 {
+        DataType::FixedSizeBinary(16)
+    } else {
+        DataType::UInt64
+    }
+}
+
+fn details_fields(bits: u32) -> Fields {
     Fields::from(vec![
-        Field::new("simhash", DataType::UInt64, true),
+        Field::new("simhash", fingerprint_type(bits), true),
         Field::new("features", DataType::UInt32, true),
     ])
 }
@@ -81,6 +90,14 @@ impl TextFunc {
                 ],
                 Volatility::Immutable,
             ),
+        }
+    }
+
+    fn output_type(&self, bits: u32) -> DataType {
+        match self.output {
+            Output::Simhash => fingerprint_type(bits),
+            Output::Details => DataType::Struct(details_fields(bits)),
+            Output::Clean => DataType::Utf8,
         }
     }
 
@@ -106,28 +123,29 @@ impl ScalarUDFImpl for TextFunc {
         &self.signature
     }
 
+    /// The type for the default options; `return_field_from_args` has the real one.
     fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
-        Ok(match self.output {
-            Output::Simhash => DataType::UInt64,
-            Output::Details => DataType::Struct(details_fields()),
-            Output::Clean => DataType::Utf8,
-        })
+        Ok(self.output_type(64))
     }
 
-    /// Checks the options while the query is planned, so a typo fails before any row is read.
+    /// Checks the options while the query is planned, so a typo fails before any row is read;
+    /// the fingerprint's type follows their `bits`.
     fn return_field_from_args(&self, args: ReturnFieldArgs) -> Result<FieldRef> {
+        let mut bits = 64;
         if args.arg_fields.len() == 2 {
             match args.scalar_arguments.get(1).copied().flatten() {
-                Some(options) => {
-                    if let Err(e) = featurizer(Some(options)) {
-                        return plan_err!("{}: {e}", self.name());
-                    }
-                }
+                Some(options) => match featurizer(Some(options)) {
+                    Ok(f) => bits = f.options().bits,
+                    Err(e) => return plan_err!("{}: {e}", self.name()),
+                },
                 None => return plan_err!("{}", self.options_error()),
             }
         }
-        let data_type = self.return_type(&[])?;
-        Ok(Arc::new(Field::new(self.name(), data_type, true)))
+        Ok(Arc::new(Field::new(
+            self.name(),
+            self.output_type(bits),
+            true,
+        )))
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
@@ -147,10 +165,12 @@ impl ScalarUDFImpl for TextFunc {
         let scalar = matches!(text, ColumnarValue::Scalar(_));
         let array = text.into_array(1)?;
         let result = match array.data_type() {
-            DataType::Utf8 => self.apply(&featurizer, as_string_array(&array)?.iter()),
-            DataType::LargeUtf8 => self.apply(&featurizer, as_large_string_array(&array)?.iter()),
-            DataType::Utf8View => self.apply(&featurizer, as_string_view_array(&array)?.iter()),
-            DataType::Null => self.apply(&featurizer, std::iter::repeat_n(None, array.len())),
+            DataType::Utf8 => self.apply(&featurizer, as_string_array(&array)?.iter())?,
+            DataType::LargeUtf8 => {
+                self.apply(&featurizer, as_large_string_array(&array)?.iter())?
+            }
+            DataType::Utf8View => self.apply(&featurizer, as_string_view_array(&array)?.iter())?,
+            DataType::Null => self.apply(&featurizer, std::iter::repeat_n(None, array.len()))?,
             other => return exec_err!("{} expects text, got {other}", self.name()),
         };
         if scalar {
@@ -168,28 +188,35 @@ impl TextFunc {
         &self,
         featurizer: &Featurizer,
         texts: impl Iterator<Item = Option<&'a str>>,
-    ) -> ArrayRef {
+    ) -> Result<ArrayRef> {
         let mut scratch = Scratch::default();
         let mut print = |text: &str| featurizer.fingerprint(text, &mut scratch);
-        match self.output {
-            Output::Simhash => Arc::new(
-                texts
-                    .map(|t| t.and_then(|t| print(t).simhash))
-                    .collect::<UInt64Array>(),
-            ),
+        let bits = featurizer.options().bits;
+        let fingerprints = |prints: Vec<Option<Fingerprint>>| -> Result<ArrayRef> {
+            Ok(if bits == 128 {
+                let bytes = prints
+                    .iter()
+                    .map(|p| p.and_then(|p| p.simhash128).map(u128::to_be_bytes));
+                Arc::new(FixedSizeBinaryArray::try_from_sparse_iter_with_size(
+                    bytes, 16,
+                )?)
+            } else {
+                Arc::new(
+                    prints
+                        .iter()
+                        .map(|p| p.and_then(|p| p.simhash))
+                        .collect::<UInt64Array>(),
+                )
+            })
+        };
+        Ok(match self.output {
+            Output::Simhash => fingerprints(texts.map(|t| t.map(&mut print)).collect())?,
             Output::Details => {
-                let (hashes, counts): (Vec<Option<u64>>, Vec<Option<u32>>) = texts
-                    .map(|t| match t.map(&mut print) {
-                        Some(Fingerprint { simhash, features }) => (simhash, Some(features)),
-                        None => (None, None),
-                    })
-                    .unzip();
+                let prints: Vec<Option<Fingerprint>> = texts.map(|t| t.map(&mut print)).collect();
+                let counts: UInt32Array = prints.iter().map(|p| p.map(|p| p.features)).collect();
                 Arc::new(StructArray::new(
-                    details_fields(),
-                    vec![
-                        Arc::new(UInt64Array::from(hashes)),
-                        Arc::new(UInt32Array::from(counts)),
-                    ],
+                    details_fields(bits),
+                    vec![fingerprints(prints)?, Arc::new(counts)],
                     None,
                 ))
             }
@@ -198,7 +225,7 @@ impl TextFunc {
                     .map(|t| t.map(|t| featurizer.clean(t)))
                     .collect::<StringArray>(),
             ),
-        }
+        })
     }
 }
 
@@ -334,6 +361,29 @@ mod tests {
         assert_ne!(
             one(&format!("SELECT simhash('{EN}', 'mode=words')")).await,
             one(&format!("SELECT simhash('{EN}')")).await
+        );
+    }
+
+    #[tokio::test]
+    async fn bits_128_gives_sixteen_big_endian_bytes() {
+        let batches = sql(&format!(
+            "SELECT simhash('{EN}', 'bits=128'), s['simhash'], s['features'] FROM \
+             (SELECT simhash_details('{EN}', 'bits=128') AS s)"
+        ))
+        .await;
+        let featurizer = crate::text::Featurizer::cached("bits=128").unwrap();
+        let expected = featurizer
+            .fingerprint(EN, &mut crate::text::Scratch::default())
+            .simhash128
+            .unwrap();
+        for column in [0, 1] {
+            let bytes = batches[0].column(column).as_fixed_size_binary();
+            assert_eq!(bytes.value(0), expected.to_be_bytes(), "column {column}");
+        }
+        // The 128-bit fingerprint is not the 64-bit one widened.
+        assert_ne!(
+            expected >> 64,
+            u128::from(crate::text::simhash(EN).unwrap())
         );
     }
 

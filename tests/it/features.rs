@@ -49,7 +49,7 @@ async fn options_reach_the_fingerprints_and_the_summary() {
     let s = summary(&output);
     let recorded = s["parameters"]["features"].as_str().unwrap();
     assert!(
-        recorded.starts_with("mode=chars,top_k=50,n=4,"),
+        recorded.starts_with("mode=chars,bits=64,top_k=50,n=4,"),
         "{recorded}"
     );
     // The recorded string reproduces the fingerprints through SQL.
@@ -177,4 +177,94 @@ fn generate_draws_only_the_edits_asked_for() {
         ),
     ]);
     assert_eq!(edits.trim(), "e\nmarkup\ntraditional");
+}
+
+/// `--bits 128`: eight bands find every pair within 7 bits. The oracle is a brute-force
+/// self-join of the signatures on `hamming(a, b) <= 7`, on a generated corpus with copies.
+#[tokio::test]
+async fn wide_fingerprints_find_every_pair_within_seven_bits() {
+    let dir = tempfile::tempdir().unwrap();
+    let (corpus, truth) = (dir.path().join("g.parquet"), dir.path().join("t.parquet"));
+    neardup_ok(&[
+        "generate",
+        "--input",
+        path_str(&fixture("sample.parquet")),
+        "--output",
+        path_str(&corpus),
+        "--truth",
+        path_str(&truth),
+        "--max-copies",
+        "4",
+    ]);
+    let output = dir.path().join("out");
+    neardup_ok(&[
+        "run",
+        "--input",
+        path_str(&corpus),
+        "--output",
+        path_str(&output),
+        "--bits",
+        "128",
+        "--k",
+        "7",
+    ]);
+    let s = summary(&output);
+    assert_eq!(s["parameters"]["fingerprint_bits"], 128);
+    assert_eq!(s["parameters"]["bands"], 8);
+    let pairs_of = |sql: &'static str| {
+        let output = output.clone();
+        async move {
+            let batches = query(&output, sql).await;
+            let mut pairs: Vec<(String, String, u8)> = Vec::new();
+            for b in &batches {
+                let (a, c, d) = (
+                    b.column(0).as_string::<i32>(),
+                    b.column(1).as_string::<i32>(),
+                    b.column(2)
+                        .as_primitive::<datafusion::arrow::datatypes::UInt8Type>(),
+                );
+                for i in 0..b.num_rows() {
+                    pairs.push((a.value(i).to_string(), c.value(i).to_string(), d.value(i)));
+                }
+            }
+            pairs.sort();
+            pairs
+        }
+    };
+    let found =
+        pairs_of("SELECT arrow_cast(id_a, 'Utf8'), arrow_cast(id_b, 'Utf8'), distance FROM pairs")
+            .await;
+    let brute = pairs_of(
+        "SELECT arrow_cast(a.id, 'Utf8'), arrow_cast(b.id, 'Utf8'), hamming(a.simhash, b.simhash) \
+         FROM signatures a \
+         JOIN signatures b ON a.id < b.id WHERE hamming(a.simhash, b.simhash) <= 7",
+    )
+    .await;
+    assert!(
+        found.iter().any(|p| p.2 >= 4),
+        "some pairs beyond 64-bit reach: {found:?}"
+    );
+    assert_eq!(found, brute);
+    let width = query(
+        &output,
+        "SELECT arrow_cast(arrow_typeof(simhash), 'Utf8'), bucket8 FROM signatures LIMIT 1",
+    )
+    .await;
+    assert_eq!(
+        width[0].column(0).as_string::<i32>().value(0),
+        "FixedSizeBinary(16)"
+    );
+}
+
+#[test]
+fn wide_fingerprint_limits_are_usage_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = failing_sample_run(dir.path(), &["--bits", "128", "--k", "8"], 2);
+    assert!(m.contains("0..=7"), "{m}");
+    let m = failing_sample_run(dir.path(), &["--k", "4"], 2);
+    assert!(m.contains("0..=3"), "{m}");
+    let m = failing_sample_run(dir.path(), &["--bits", "128", "--matching", "join"], 2);
+    assert!(m.contains("--matching scan"), "{m}");
+    let m = failing_sample_run(dir.path(), &["--bits", "64", "--features", "bits=128"], 2);
+    assert!(m.contains("contradicts"), "{m}");
 }
