@@ -2,7 +2,7 @@
 """Scores feature options on the labelled data in ../shared/data and prints markdown tables.
 
 Every configuration in CONFIGS is run (`neardup run --features ...`) on each data set and scored
-with `neardup eval --format json` at k = 3 (the default). Results go to docs/EVALUATION.md by hand.
+with `neardup eval --format json` at the run's k (3 unless the configuration says `--k N`). Results go to docs/EVALUATION.md by hand.
 
     cargo build --release
     python3 bench/eval_features.py                  # every configuration
@@ -42,6 +42,9 @@ CONFIGS = [
     "mode=chars,n=3",
     "mode=chars,n=4",
     "mode=chars,n=5",
+    # 128 bits: the same features, eight bands; k = 6 of 128 is about k = 3 of 64.
+    "bits=128 --k 6",
+    "bits=128 --k 7",
 ]
 
 
@@ -137,8 +140,11 @@ def prepare():
 
 
 def score(config, name, corpus, truth):
+    """Runs one configuration ("<features>" or "<features> --k <k>") on one data set."""
     out = f"{WORK}/out_{name}"
-    neardup("run", "--input", corpus, "--output", out, "--overwrite", "--features", config)
+    features, _, k = config.partition(" --k ")
+    neardup("run", "--input", corpus, "--output", out, "--overwrite", "--features", features,
+            "--k", k or "3")
     summary = json.load(open(f"{out}/summary.json"))
     row = json.loads(neardup("eval", "--output", out, *truth, "--format", "json"))["rows"][-1]
     signing = next(s["seconds"] for s in summary["stages"] if s["stage"] == "signatures")
@@ -167,7 +173,8 @@ def per_edit(name):
 def main():
     configs = sys.argv[1:] or CONFIGS
     sets = prepare()
-    print(f"neardup: {NEARDUP}; k = 3; {time.strftime('%Y-%m-%d')}; F1 (precision / recall)\n")
+    print(f"neardup: {NEARDUP}; k = 3 unless given; {time.strftime('%Y-%m-%d')}; "
+          "F1 (precision / recall)\n")
     generated = [n for n in sets if n.endswith(("_crawl", "_all"))]
     print("| features | " + " | ".join(generated) + " | clough | help_en R | zh_tw R "
           "| paws_zh FP / negatives | docs/s (zh_all) |")

@@ -185,7 +185,6 @@ pub async fn run(options: &RunOptions) -> Result<Summary> {
     let params = stage_params(staging.path(), &options.id_column, options.k, bits)
         .set("text", quote_ident(&options.text_column))
         .set("features", quote_literal(&features))
-        .set("min_features", options.features.min_features.to_string())
         .clone();
     let stages = async {
         clock

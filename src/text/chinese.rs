@@ -91,8 +91,9 @@ fn check_idf_table(table: &str, path: &Path) -> Result<(), OptionError> {
         match (parts.next(), parts.next().map(str::parse::<f64>)) {
             (Some(_), Some(Ok(idf))) if idf.is_finite() => entries += 1,
             _ => {
+                // The line itself is not echoed: an option string may name any readable file.
                 return Err(OptionError(format!(
-                    "idf={}: line {} is not `word idf`: {line:?}",
+                    "idf={}: line {} is not `word idf` (a word, whitespace, a number)",
                     path.display(),
                     index + 1
                 )));

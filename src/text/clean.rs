@@ -42,11 +42,16 @@ static TRADITIONAL: LazyLock<HashSet<char>> = LazyLock::new(|| {
         .collect();
     let lines: String = han.iter().flat_map(|&c| [c, '\n']).collect();
     let converted = converter.convert(&lines);
-    han.iter()
+    let mut changed: HashSet<char> = han
+        .iter()
         .zip(converted.split('\n'))
         .filter(|(c, out)| out.chars().ne(std::iter::once(**c)))
         .map(|(c, _)| *c)
-        .collect()
+        .collect();
+    // Characters the conversion keeps alone but changes inside phrases (回覆 -> 回复, 瞭解 ->
+    // 了解, 沈默 -> 沉默, 藉口 -> 借口, 牴觸 -> 抵触, 衹 in 衹是), from OpenCC's TSPhrases.
+    changed.extend(['覆', '瞭', '沈', '藉', '牴', '衹']);
+    changed
 });
 
 /// Checks that every resource the cleaning needs loads, so a bad setup fails before any row.
@@ -174,6 +179,12 @@ mod tests {
         };
         assert_eq!(clean("軟體與檔案", &taiwan), "软件与文件");
         assert!(TRADITIONAL.contains(&'體') && !TRADITIONAL.contains(&'体'));
+        assert_eq!(c("請回覆", "t2s"), "请回复");
+        assert_eq!(
+            c("回覆", "t2s"),
+            "回复",
+            "a phrase of characters unchanged alone"
+        );
         assert!(TRADITIONAL.len() > 2000, "{}", TRADITIONAL.len());
         assert_eq!(c("ÉCOLE Straße", "case"), "école straße");
         assert_eq!(c("中文 text 混合 123", "cjk_only"), "中文混合");

@@ -13,9 +13,10 @@ use std::borrow::Cow;
 const RAW_TEXT: [&str; 4] = ["script", "style", "template", "noscript"];
 
 /// Elements that sit inside a line of text: removed without a space.
-const INLINE: [&str; 18] = [
-    "a", "abbr", "b", "bdi", "bdo", "code", "em", "font", "i", "kbd", "mark", "q", "s", "small",
-    "span", "strong", "sub", "sup",
+const INLINE: [&str; 34] = [
+    "a", "abbr", "b", "bdi", "bdo", "big", "cite", "code", "data", "del", "dfn", "em", "font", "i",
+    "ins", "kbd", "label", "mark", "nobr", "q", "rb", "ruby", "s", "samp", "small", "span",
+    "strong", "sub", "sup", "time", "tt", "u", "var", "wbr",
 ];
 
 pub fn strip_markup(html: &str) -> Cow<'_, str> {
@@ -52,8 +53,15 @@ pub fn strip_markup(html: &str) -> Cow<'_, str> {
 /// `None` when this '<' is ordinary text.
 fn skip_markup(at: &str) -> Option<(usize, bool)> {
     if let Some(comment) = at.strip_prefix("<!--") {
-        let end = comment.find("-->").map_or(at.len(), |e| 4 + e + 3);
-        return Some((end, true));
+        // Comments are invisible: no space. `<!-->` and `<!--->` are empty comments.
+        let end = if comment.starts_with('>') {
+            5
+        } else if comment.starts_with("->") {
+            6
+        } else {
+            comment.find("-->").map_or(at.len(), |e| 4 + e + 3)
+        };
+        return Some((end, false));
     }
     let bytes = at.as_bytes();
     let second = *bytes.get(1)?;
@@ -64,9 +72,10 @@ fn skip_markup(at: &str) -> Option<(usize, bool)> {
         return None;
     }
     let tag_end = end_of_tag(at)?;
+    // The name runs to whitespace, '/' or '>' (custom elements have hyphens: <script-loader>).
     let name: String = at[name_start..]
         .chars()
-        .take_while(|c| c.is_ascii_alphanumeric())
+        .take_while(|c| !c.is_whitespace() && *c != '/' && *c != '>')
         .map(|c| c.to_ascii_lowercase())
         .collect();
     if !closing && RAW_TEXT.contains(&name.as_str()) && !at[..tag_end].ends_with("/>") {
@@ -76,17 +85,22 @@ fn skip_markup(at: &str) -> Option<(usize, bool)> {
     Some((tag_end, !INLINE.contains(&name.as_str())))
 }
 
-/// Index just past the '>' that ends the tag starting at `at`, skipping quoted attribute values.
+/// Index just past the '>' that ends the tag starting at `at`, skipping quoted attribute values
+/// (a quote opens a value only right after '=', as in HTML: `<img alt=Don't>` has none).
 fn end_of_tag(at: &str) -> Option<usize> {
     let mut quote: Option<u8> = None;
+    let mut after_equals = false;
     for (i, &b) in at.as_bytes().iter().enumerate().skip(1) {
         match (quote, b) {
             (Some(q), _) if b == q => quote = None,
             (Some(_), _) => {}
-            (None, b'"' | b'\'') => quote = Some(b),
+            (None, b'"' | b'\'') if after_equals => quote = Some(b),
             (None, b'>') => return Some(i + 1),
             (None, b'<') => return None, // "a <b c" then a new tag: the first '<' was text
             _ => {}
+        }
+        if !b.is_ascii_whitespace() {
+            after_equals = b == b'=';
         }
     }
     None
@@ -102,7 +116,10 @@ fn find_closing(body: &str, name: &str) -> Option<usize> {
         let same_name = bytes
             .get(start..end)
             .is_some_and(|n| n.eq_ignore_ascii_case(name.as_bytes()));
-        if same_name && bytes.get(end).is_none_or(|b| !b.is_ascii_alphanumeric()) {
+        let name_ends = bytes
+            .get(end)
+            .is_none_or(|b| b.is_ascii_whitespace() || *b == b'/' || *b == b'>');
+        if same_name && name_ends {
             return Some(body[end..].find('>').map_or(body.len(), |e| end + e + 1));
         }
         from = start;
@@ -130,7 +147,14 @@ mod tests {
             "a c"
         );
         assert_eq!(strip_markup("a<STYLE>p { color: red }</Style >c"), "a c");
-        assert_eq!(strip_markup("a<!-- <p>hidden</p> -->c"), "a c");
+        assert_eq!(strip_markup("a<!-- <p>hidden</p> -->c"), "ac");
+        assert_eq!(strip_markup("北京<!---->烤鸭<!-->x<!--->y"), "北京烤鸭xy");
+        // Custom elements named like raw-text ones are ordinary tags.
+        assert_eq!(
+            strip_markup("<script-loader>kept</script-loader>"),
+            " kept "
+        );
+        assert_eq!(strip_markup("a<script>x</scripts>y</script>b"), "a b");
         assert_eq!(strip_markup("a<script/>c"), "a c");
         // Unclosed: everything after is script.
         assert_eq!(strip_markup("a<script>var x"), "a ");
@@ -143,6 +167,8 @@ mod tests {
             "see the page."
         );
         assert_eq!(strip_markup("<img alt='a > b' src=x>z"), " z");
+        assert_eq!(strip_markup("<img alt=Don't src=x>z 'q'"), " z 'q'");
+        assert_eq!(strip_markup("北京<u>烤鸭</u>"), "北京烤鸭");
     }
 
     #[test]

@@ -28,15 +28,17 @@ use xxhash_rust::xxh3::Xxh3;
 use crate::fingerprint::{SimHasher, feature_hash, feature_hash128};
 pub use options::{EmptyPolicy, FeatureOptions, Mode, OptionError, T2s};
 
-/// True for characters of the CJK Unified Ideographs blocks (Han script).
+/// True for Han characters: the CJK Unified Ideographs blocks and their extensions A to I, and
+/// the two CJK Compatibility Ideographs blocks.
 pub fn is_han(c: char) -> bool {
     matches!(c,
         '\u{4E00}'..='\u{9FFF}'
         | '\u{3400}'..='\u{4DBF}'
         | '\u{F900}'..='\u{FAFF}'
         | '\u{20000}'..='\u{2A6DF}'
-        | '\u{2A700}'..='\u{2EBEF}'
-        | '\u{30000}'..='\u{3134F}')
+        | '\u{2A700}'..='\u{2EE5F}'
+        | '\u{2F800}'..='\u{2FA1F}'
+        | '\u{30000}'..='\u{323AF}')
 }
 
 /// `mode=auto`'s n-gram lengths, chosen by measurement (docs/EVALUATION.md): a Chinese
@@ -102,6 +104,7 @@ impl Hasher for IdentityHasher {
 
 impl Featurizer {
     pub fn new(options: FeatureOptions) -> Result<Self, OptionError> {
+        options.check()?;
         clean::prepare(&options.cleaning)?;
         let user_stop_words = match &options.stop_words {
             Some(path) => Some(chinese::load_stop_words(path)?),
@@ -451,6 +454,20 @@ mod tests {
         // Punctuation and particles are not keywords: removing them changes nothing.
         let b = simhash("今天纽约的天气真好啊 京华大酒店的张尧经理吃了一只北京烤鸭").unwrap();
         assert_eq!(a, b);
+    }
+
+    #[test]
+    fn options_that_cannot_work_are_refused() {
+        let e = Featurizer::cached("mode=jieba_tfidf,top_k=3")
+            .unwrap_err()
+            .0;
+        assert!(e.contains("top_k=3") && e.contains("min_features=5"), "{e}");
+        let mut bad = FeatureOptions::default();
+        bad.n = 0;
+        assert!(
+            Featurizer::new(bad).is_err(),
+            "n = 0 is refused, not a panic"
+        );
     }
 
     #[test]

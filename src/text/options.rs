@@ -2,8 +2,9 @@
 //!
 //! Written as one string of `key=value` pairs separated by commas, so SQL carries them as a
 //! literal (`simhash(text, 'mode=chars,n=3')`) and the UDFs stay stateless: the same plan runs on
-//! any machine that has the functions registered. Keys not given keep their defaults; the
-//! canonical form (`Display`) lists every key, and is what `summary.json` records.
+//! any machine that has the functions registered. Keys not given keep their defaults (a key
+//! given twice keeps its last value); the canonical form (`Display`) lists every key that has a
+//! value (`idf` and `stop_words` only when set), and is what `summary.json` records.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -63,8 +64,8 @@ impl Mode {
 pub enum EmptyPolicy {
     /// No fingerprint: counted in `summary.json`, left out of matching, kept in `dedup`.
     Skip,
-    /// Fingerprinted like a short text (exact hash of the cleaned text), so empty and
-    /// whitespace-only documents are exact duplicates of each other.
+    /// Fingerprinted like a short text, by the exact hash of an empty feature sequence: all
+    /// such documents are exact duplicates of each other.
     Exact,
 }
 
@@ -189,6 +190,24 @@ const KEYS: [&str; 16] = [
 const MAX_COUNT: usize = 100_000;
 
 impl FeatureOptions {
+    /// Combinations that parse but cannot mean what they say.
+    pub fn check(&self) -> Result<(), OptionError> {
+        if self.n == 0 || self.top_k == 0 || !(self.bits == 64 || self.bits == 128) {
+            return Err(OptionError(format!(
+                "feature options n={}, top_k={}, bits={} are out of range",
+                self.n, self.top_k, self.bits
+            )));
+        }
+        if self.mode == Mode::JiebaTfidf && self.top_k < self.min_features {
+            return Err(OptionError(format!(
+                "top_k={} is below min_features={}: every document would have too few features \
+                 for a SimHash; raise top_k or lower min_features",
+                self.top_k, self.min_features
+            )));
+        }
+        Ok(())
+    }
+
     /// Parses `key=value,key=value`; an empty string gives the defaults. `default` alone (or
     /// `default=on`) is accepted so a pipeline can spell out that it wants the defaults.
     pub fn parse(options: &str) -> Result<Self, OptionError> {
@@ -253,8 +272,11 @@ impl FeatureOptions {
                 "case" => c.case = switch(key, value)?,
                 "cjk_only" => c.cjk_only = switch(key, value)?,
                 "space" => c.space = switch(key, value)?,
+                "default" if switch(key, value)? => {}
                 "default" => {
-                    switch(key, value)?;
+                    return Err(OptionError(
+                        "feature option default=off means nothing; leave it out".into(),
+                    ));
                 }
                 _ => {
                     return Err(OptionError(format!(

@@ -8,8 +8,8 @@ use unicode_segmentation::UnicodeSegmentation;
 
 use super::is_han;
 
-/// Calls `f` with each feature word of `text`, in order: stop words and one-letter words of
-/// alphabetic scripts are left out (a single Han character is a word). Each occurrence counts,
+/// Calls `f` with each feature word of `text`, in order: stop words and one-character words
+/// are left out, except a single Han character, which is a word. Each occurrence counts,
 /// so summing them weights a word by its term frequency.
 pub fn for_each_word(text: &str, stop_words: &BTreeSet<String>, mut f: impl FnMut(&str)) {
     for word in text.unicode_words() {

@@ -104,7 +104,7 @@ impl TextFunc {
     fn options_error(&self) -> String {
         format!(
             "{}: the options (second argument) must be a constant string such as \
-             'mode=chars,n=3'",
+             'mode=chars,n=3' (a string literal)",
             self.name()
         )
     }
@@ -234,7 +234,13 @@ fn featurizer(options: Option<&ScalarValue>) -> std::result::Result<Arc<Featuriz
     let text = match options {
         None => "",
         Some(ScalarValue::Utf8(s) | ScalarValue::LargeUtf8(s) | ScalarValue::Utf8View(s)) => {
-            s.as_deref().unwrap_or("")
+            match s {
+                Some(s) => s.as_str(),
+                None => return Err("the options must not be NULL; '' means the defaults".into()),
+            }
+        }
+        Some(ScalarValue::Null) => {
+            return Err("the options must not be NULL; '' means the defaults".into());
         }
         Some(other) => return Err(format!("options must be text, got {}", other.data_type())),
     };
@@ -416,6 +422,8 @@ mod tests {
         );
         let e = err("SELECT simhash_details('x', 'colour=red')").await;
         assert!(e.contains("colour") && e.contains("valid options"), "{e}");
+        let e = err("SELECT simhash('x', NULL)").await;
+        assert!(e.contains("must not be NULL"), "{e}");
         let e = err("SELECT simhash(t, t) FROM (VALUES ('x')) AS v(t)").await;
         assert!(e.contains("constant string"), "{e}");
     }
