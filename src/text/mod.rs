@@ -462,8 +462,10 @@ mod tests {
             .unwrap_err()
             .0;
         assert!(e.contains("top_k=3") && e.contains("min_features=5"), "{e}");
-        let mut bad = FeatureOptions::default();
-        bad.n = 0;
+        let bad = FeatureOptions {
+            n: 0,
+            ..Default::default()
+        };
         assert!(
             Featurizer::new(bad).is_err(),
             "n = 0 is refused, not a panic"
