@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use datafusion::arrow::array::{Array, AsArray};
-use datafusion::arrow::datatypes::{Int64Type, UInt8Type, UInt64Type};
+use datafusion::arrow::datatypes::{DataType, Int64Type, UInt8Type, UInt64Type};
 use datafusion::prelude::{CsvReadOptions, ParquetReadOptions, SessionContext};
 use serde::Serialize;
 
@@ -143,7 +143,8 @@ struct Report {
 /// The run's documents (index by id) with their fingerprints, and its pairs by index.
 struct RunTables {
     index: HashMap<String, usize>,
-    fingerprints: Vec<Option<u64>>,
+    /// 64-bit fingerprints widened, or 128-bit ones: only distances between them are used.
+    fingerprints: Vec<Option<u128>>,
     pairs: Vec<(usize, usize, u8)>,
 }
 
@@ -157,10 +158,23 @@ async fn load_run(ctx: &SessionContext) -> Result<RunTables> {
     .await?
     {
         let ids = batch.column(0).as_string::<i32>();
-        let hashes = batch.column(1).as_primitive::<UInt64Type>();
-        for i in 0..batch.num_rows() {
+        let hashes: Vec<Option<u128>> = match batch.column(1).data_type() {
+            DataType::FixedSizeBinary(16) => batch
+                .column(1)
+                .as_fixed_size_binary()
+                .iter()
+                .map(|f| f.and_then(crate::udf::wide_value))
+                .collect(),
+            _ => batch
+                .column(1)
+                .as_primitive::<UInt64Type>()
+                .iter()
+                .map(|f| f.map(u128::from))
+                .collect(),
+        };
+        for (i, hash) in hashes.into_iter().enumerate() {
             index.insert(ids.value(i).to_string(), fingerprints.len());
-            fingerprints.push(hashes.is_valid(i).then(|| hashes.value(i)));
+            fingerprints.push(hash);
         }
     }
     let mut pairs = Vec::new();
@@ -227,11 +241,13 @@ pub async fn eval(options: &EvalOptions) -> Result<String> {
     if low > high {
         return Err(Error::Usage(format!("--sweep {low}..={high} is empty")));
     }
+    let bits = summary.parameters.fingerprint_bits;
     let note = (high > run_k).then(|| {
         format!(
             "the run matched at k = {run_k}, so only k up to {run_k} can be scored from its pairs \
-             (run again with a larger --k; the four 16-bit bands support k up to {})",
-            crate::job::MAX_K
+             (run again with a larger --k; {} 16-bit bands of {bits} bits support k up to {})",
+            bits / 16,
+            bits / 16 - 1
         )
     });
     let ks: Vec<u32> = (low..=high.min(run_k)).collect();

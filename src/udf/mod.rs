@@ -15,6 +15,7 @@ pub(crate) use band_pairs::FingerprintColumn;
 pub use band_pairs::band_pairs_udaf;
 pub use bucket::bucket_udf;
 pub use hamming::hamming_udf;
+pub(crate) use hamming::wide_value;
 pub use simhash::{clean_text_udf, simhash_details_udf, simhash_udf};
 
 /// Every scalar function this crate provides (the aggregate `band_pairs` is registered beside

@@ -268,3 +268,44 @@ fn wide_fingerprint_limits_are_usage_errors() {
     let m = failing_sample_run(dir.path(), &["--bits", "64", "--features", "bits=128"], 2);
     assert!(m.contains("contradicts"), "{m}");
 }
+
+#[test]
+fn eval_scores_a_wide_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = dir.path().join("out");
+    let sample = fixture("sample.parquet");
+    neardup_ok(&[
+        "run",
+        "--input",
+        path_str(&sample),
+        "--output",
+        path_str(&output),
+        "--bits",
+        "128",
+        "--k",
+        "6",
+    ]);
+    let labels = dir.path().join("labels.tsv");
+    std::fs::write(&labels, "id_a\tid_b\tlabel\n1\t5\t1\n1\t6\t0\n").unwrap();
+    let report = neardup_ok(&[
+        "eval",
+        "--output",
+        path_str(&output),
+        "--labels",
+        path_str(&labels),
+        "--sweep",
+        "0..=8",
+        "--format",
+        "json",
+    ]);
+    let report: serde_json::Value = serde_json::from_str(&report).unwrap();
+    assert_eq!(report["rows"].as_array().unwrap().len(), 7, "{report}");
+    assert!(
+        report["note"]
+            .as_str()
+            .unwrap()
+            .contains("8 16-bit bands of 128 bits"),
+        "{report}"
+    );
+    assert_eq!(report["rows"][6]["true_positives"], 1);
+}
