@@ -261,6 +261,8 @@ mod tests {
         assert_eq!(simhash("   \n\t "), None);
         assert_eq!(simhash("!!! ... ???"), None);
         assert_eq!(simhash("<p> </p>&nbsp;"), None);
+        assert_eq!(simhash("😀🎉 ✨"), None, "emoji are not features");
+        assert_eq!(simhash("数据库😀"), simhash("数据库"));
     }
 
     #[test]

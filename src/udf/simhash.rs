@@ -391,7 +391,11 @@ mod tests {
             expected >> 64,
             u128::from(crate::text::simhash(EN).unwrap())
         );
+        // Pinned, like the 64-bit ones.
+        assert_eq!(expected, GOLDEN_EN_128, "new value: {expected:#x}");
     }
+
+    const GOLDEN_EN_128: u128 = 0x6277_7bbf_034e_62c2_94ed_2a51_9bc3_f4c9;
 
     #[tokio::test]
     async fn clean_text_shows_what_the_features_see() {
