@@ -4,7 +4,6 @@
 //! change nothing does not copy the text.
 
 use std::borrow::Cow;
-use std::collections::HashSet;
 use std::sync::LazyLock;
 
 use ferrous_opencc::OpenCC;
@@ -32,9 +31,10 @@ static TW2SP: LazyLock<Result<OpenCC, String>> =
 /// their own: a text with none of them is not Traditional and skips the conversion, which is
 /// most of its cost (Simplified and non-Chinese text go through at no charge). Found by
 /// converting every character once, one per line so no two form a phrase.
-static TRADITIONAL: LazyLock<HashSet<char>> = LazyLock::new(|| {
+static TRADITIONAL: LazyLock<Vec<u64>> = LazyLock::new(|| {
+    let mut bits = vec![0u64; 0x10000 / 64];
     let Ok(converter) = &*T2S else {
-        return HashSet::new();
+        return bits;
     };
     let han: Vec<char> = ('\u{3400}'..='\u{9FFF}')
         .chain('\u{F900}'..='\u{FAFF}')
@@ -42,7 +42,7 @@ static TRADITIONAL: LazyLock<HashSet<char>> = LazyLock::new(|| {
         .collect();
     let lines: String = han.iter().flat_map(|&c| [c, '\n']).collect();
     let converted = converter.convert(&lines);
-    let mut changed: HashSet<char> = han
+    let changed: Vec<char> = han
         .iter()
         .zip(converted.split('\n'))
         .filter(|(c, out)| out.chars().ne(std::iter::once(**c)))
@@ -50,9 +50,21 @@ static TRADITIONAL: LazyLock<HashSet<char>> = LazyLock::new(|| {
         .collect();
     // Characters the conversion keeps alone but changes inside phrases (回覆 -> 回复, 瞭解 ->
     // 了解, 沈默 -> 沉默, 藉口 -> 借口, 牴觸 -> 抵触, 衹 in 衹是), from OpenCC's TSPhrases.
-    changed.extend(['覆', '瞭', '沈', '藉', '牴', '衹']);
-    changed
+    for c in changed
+        .into_iter()
+        .chain(['覆', '瞭', '沈', '藉', '牴', '衹'])
+    {
+        bits[c as usize / 64] |= 1 << (c as usize % 64);
+    }
+    bits
 });
+
+/// A bit per Basic Multilingual Plane character: one load and a mask, no hashing, per
+/// character of every Chinese text.
+fn is_traditional(c: char) -> bool {
+    let c = c as usize;
+    c < 0x10000 && (TRADITIONAL[c / 64] >> (c % 64)) & 1 == 1
+}
 
 /// Checks that every resource the cleaning needs loads, so a bad setup fails before any row.
 pub fn prepare(cleaning: &Cleaning) -> Result<(), OptionError> {
@@ -86,7 +98,7 @@ pub fn clean<'a>(text: &'a str, cleaning: &Cleaning) -> Cow<'a, str> {
         T2s::Off => None,
         T2s::Characters => text
             .chars()
-            .any(|c| TRADITIONAL.contains(&c) || c > '\u{FFFF}' && is_han(c))
+            .any(|c| c >= '\u{3400}' && (is_traditional(c) || (c > '\u{FFFF}' && is_han(c))))
             .then_some(&*T2S),
         T2s::Taiwan => text.chars().any(is_han).then_some(&*TW2SP),
     };
@@ -178,14 +190,15 @@ mod tests {
             ..only("")
         };
         assert_eq!(clean("軟體與檔案", &taiwan), "软件与文件");
-        assert!(TRADITIONAL.contains(&'體') && !TRADITIONAL.contains(&'体'));
+        assert!(is_traditional('體') && !is_traditional('体') && !is_traditional('a'));
         assert_eq!(c("請回覆", "t2s"), "请回复");
         assert_eq!(
             c("回覆", "t2s"),
             "回复",
             "a phrase of characters unchanged alone"
         );
-        assert!(TRADITIONAL.len() > 2000, "{}", TRADITIONAL.len());
+        let count: u32 = TRADITIONAL.iter().map(|w| w.count_ones()).sum();
+        assert!(count > 2000, "{count}");
         assert_eq!(c("ÉCOLE Straße", "case"), "école straße");
         assert_eq!(c("中文 text 混合 123", "cjk_only"), "中文混合");
         assert_eq!(c("  a \t b\n\n c  ", "space"), "a b c");

@@ -18,7 +18,8 @@ mod markup;
 pub mod options;
 mod words;
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::hash_map::Entry;
+use std::collections::{BTreeSet, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, LazyLock, Mutex};
 
@@ -78,13 +79,15 @@ pub struct Featurizer {
 #[derive(Default)]
 pub struct Scratch {
     hasher: SimHasher,
-    sequence: Option<Xxh3>,
-    distinct: HashSet<u64, BuildHasherDefault<IdentityHasher>>,
+    /// Position of each distinct feature (by its hash, the low 64 bits of a 128-bit one) in
+    /// `features`, which keeps first-occurrence order and the summed weight.
+    index: HashMap<u64, usize, BuildHasherDefault<IdentityHasher>>,
+    features: Vec<(u128, f64)>,
     buffer: String,
 }
 
-/// Feature hashes are already uniform 64-bit values: hashing them again for the distinct count
-/// would only cost time.
+/// Feature hashes are already uniform 64-bit values: hashing them again to find repeats would
+/// only cost time.
 #[derive(Default)]
 struct IdentityHasher(u64);
 
@@ -144,71 +147,103 @@ impl Featurizer {
         clean::clean(text, &self.options.cleaning)
     }
 
-    /// Fingerprints one document.
+    /// Fingerprints one document. Repeats of a feature are summed first and the sum votes
+    /// once: with the integer weights of the n-gram and word modes that is exactly the vote of
+    /// each occurrence, at one SimHash update per distinct feature instead of one per n-gram.
     pub fn fingerprint(&self, text: &str, scratch: &mut Scratch) -> Fingerprint {
         let cleaned = self.clean(text);
         let Scratch {
             hasher,
-            sequence,
-            distinct,
+            index,
+            features,
             buffer,
         } = scratch;
-        hasher.reset();
-        distinct.clear();
-        let sequence = sequence.get_or_insert_with(|| Xxh3::with_seed(EXACT_SEED));
-        sequence.reset();
+        index.clear();
+        features.clear();
         let wide = self.options.bits == 128;
-        let mut add = |feature: &str, weight: f64| {
+        let hash = |feature: &str| -> u128 {
             if wide {
-                let hash = feature_hash128(feature);
-                hasher.add128(hash, weight);
-                sequence.update(&hash.to_le_bytes());
-                distinct.insert(hash as u64);
+                feature_hash128(feature)
             } else {
-                let hash = feature_hash(feature);
-                hasher.add(hash, weight);
-                sequence.update(&hash.to_le_bytes());
-                distinct.insert(hash);
+                u128::from(feature_hash(feature))
             }
         };
-        let options = &self.options;
-        let (mode, n) = (options.mode, options.n);
-        match mode {
-            Mode::JiebaTfidf | Mode::JiebaTf => {
-                let top_k = if mode == Mode::JiebaTf {
-                    usize::MAX
-                } else {
-                    options.top_k
-                };
-                for (keyword, weight) in self.keywords.extract(&cleaned, top_k) {
-                    add(&keyword, weight);
+        self.for_each_feature(&cleaned, buffer, |feature, weight| {
+            let hash = hash(feature);
+            match index.entry(hash as u64) {
+                Entry::Occupied(at) => features[*at.get()].1 += weight,
+                Entry::Vacant(at) => {
+                    at.insert(features.len());
+                    features.push((hash, weight));
                 }
             }
-            Mode::Words => words::for_each_word(&cleaned, &self.stop_words, |w| add(w, 1.0)),
-            Mode::Shingles => words::for_each_shingle(&cleaned, n, buffer, |s| add(s, 1.0)),
-            Mode::Chars => chars::for_each_ngram(&cleaned, n, buffer, |g| add(g, 1.0)),
-            Mode::Auto => {
-                let mut add = |g: &str| add(g, 1.0);
-                chars::for_each_script_ngram(&cleaned, AUTO_N_HAN, AUTO_N_OTHER, buffer, &mut add)
-            }
-        }
-        let features = distinct.len();
-        let exact = if features == 0 {
+        });
+        let count = features.len();
+        let options = &self.options;
+        let exact = if count == 0 {
             options.empty == EmptyPolicy::Exact
         } else {
-            features < options.min_features
+            count < options.min_features
         };
-        let (simhash, simhash128) = match (features, exact, wide) {
-            (0, false, _) => (None, None),
-            (_, true, false) => (Some(sequence.digest()), None),
-            (_, true, true) => (None, Some(sequence.digest128())),
-            (_, false, false) => (hasher.finish(), None),
-            (_, false, true) => (None, hasher.finish128()),
+        let (simhash, simhash128) = if exact {
+            // Short texts only: a second pass hashes the features in order, repeats included.
+            let mut sequence = Xxh3::with_seed(EXACT_SEED);
+            self.for_each_feature(&cleaned, buffer, |feature, _| {
+                if wide {
+                    sequence.update(&feature_hash128(feature).to_le_bytes());
+                } else {
+                    sequence.update(&feature_hash(feature).to_le_bytes());
+                }
+            });
+            if wide {
+                (None, Some(sequence.digest128()))
+            } else {
+                (Some(sequence.digest()), None)
+            }
+        } else {
+            hasher.reset();
+            for &(hash, weight) in features.iter() {
+                if wide {
+                    hasher.add128(hash, weight);
+                } else {
+                    hasher.add(hash as u64, weight);
+                }
+            }
+            if wide {
+                (None, hasher.finish128())
+            } else {
+                (hasher.finish(), None)
+            }
         };
         Fingerprint {
             simhash,
             simhash128,
-            features: u32::try_from(features).unwrap_or(u32::MAX),
+            features: u32::try_from(count).unwrap_or(u32::MAX),
+        }
+    }
+
+    /// Calls `add` with each feature of a cleaned text and its weight, in order.
+    fn for_each_feature(&self, cleaned: &str, buffer: &mut String, mut add: impl FnMut(&str, f64)) {
+        let options = &self.options;
+        let n = options.n;
+        match options.mode {
+            Mode::JiebaTfidf | Mode::JiebaTf => {
+                let top_k = if options.mode == Mode::JiebaTf {
+                    usize::MAX
+                } else {
+                    options.top_k
+                };
+                for (keyword, weight) in self.keywords.extract(cleaned, top_k) {
+                    add(&keyword, weight);
+                }
+            }
+            Mode::Words => words::for_each_word(cleaned, &self.stop_words, |w| add(w, 1.0)),
+            Mode::Shingles => words::for_each_shingle(cleaned, n, buffer, |s| add(s, 1.0)),
+            Mode::Chars => chars::for_each_ngram(cleaned, n, buffer, |g| add(g, 1.0)),
+            Mode::Auto => {
+                let mut add = |g: &str| add(g, 1.0);
+                chars::for_each_script_ngram(cleaned, AUTO_N_HAN, AUTO_N_OTHER, buffer, &mut add)
+            }
         }
     }
 }
