@@ -134,16 +134,18 @@ pairs/        id_a < id_b, distance (one row per pair within k)\n  \
 groups/       id, group_id, representative_id, group_size, distance (duplicated documents)\n  \
 dedup/        the input rows minus the non-representative group members\n  \
 summary.json  parameters, inputs, counts, stage times\n\n\
---features takes key=value pairs separated by commas (docs/FEATURES.md):\n  \
-mode=auto|jieba_tfidf|jieba_tf|words|shingles|chars   how text becomes features (auto: jieba_tfidf\n  \
-                                     for text with Han characters, words otherwise)\n  \
-top_k=50        keywords kept by jieba_tfidf        n=3    words per shingle / characters per n-gram\n  \
-idf=FILE        jieba-format IDF table              stop_words=FILE   one stop word per line\n  \
-min_features=5  fewer distinct features: matched only as exact copies (short texts)\n  \
-empty=skip|exact   documents with no features: left out, or exact duplicates of each other\n  \
-html=on nfkc=on width=on t2s=on case=on cjk_only=off space=on   cleaning steps, in this order\n  \
-                (t2s=on: Traditional characters to Simplified; t2s=tw: also Taiwan vocabulary)\n\
-Example: --features mode=chars,n=3,t2s=on")]
+--features takes key=value pairs separated by commas (docs/FEATURES.md):\n\
+\x20 mode=auto|jieba_tfidf|jieba_tf|words|shingles|chars  how text becomes features; auto:\n\
+\x20     character bigrams in runs of Han characters, trigrams in other text\n\
+\x20 bits=64|128      fingerprint width (also --bits)\n\
+\x20 top_k=50         keywords kept by jieba_tfidf\n\
+\x20 n=3              words per shingle (shingles), characters per n-gram (chars)\n\
+\x20 idf=FILE         jieba-format IDF table; stop_words=FILE: one stop word per line\n\
+\x20 min_features=5   fewer distinct features: matched only as exact copies (short texts)\n\
+\x20 empty=skip|exact documents with no features: left out, or duplicates of each other\n\
+\x20 html=on nfkc=on width=on t2s=on case=on cjk_only=off space=on  cleaning, in this order\n\
+\x20     (t2s=on: Traditional characters to Simplified; t2s=tw: also Taiwan vocabulary)\n\
+Example: --features mode=jieba_tfidf,t2s=off  (the original system's features)")]
 pub struct RunArgs {
     /// Parquet input: a file, a folder (searched for *.parquet) or a glob; repeat or list several.
     #[arg(long, required = true, num_args = 1.., value_name = "PATH")]
