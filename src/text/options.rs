@@ -12,8 +12,9 @@ use std::path::PathBuf;
 /// How a cleaned text is cut into features.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Mode {
-    /// Per document: character bigrams for Chinese text (a quarter or more of its letters
-    /// Han), character trigrams otherwise; `n` is not used. The best F1 on the evaluation sets.
+    /// Character n-grams by script: bigrams within runs of Han characters, trigrams within
+    /// runs of other letters and digits (`n` is not used). The best or near-best pair F1 on
+    /// every evaluation set (docs/EVALUATION.md).
     Auto,
     /// jieba segmentation, the `top_k` words by TF-IDF (the original system).
     JiebaTfidf,
