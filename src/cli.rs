@@ -179,6 +179,28 @@ pub struct RunArgs {
     /// --features bits=N.
     #[arg(long, value_parser = ["64", "128"], value_name = "64|128")]
     pub bits: Option<String>,
+    #[command(flatten)]
+    pub console: ConsoleArgs,
+}
+
+/// How a job uses the machine and the terminal.
+#[derive(Debug, Args)]
+pub struct ConsoleArgs {
+    /// Partitions run in parallel [default: the number of cores].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub threads: Option<u16>,
+    /// Print nothing but errors (no stage times, no summary).
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+impl ConsoleArgs {
+    fn console(&self) -> job::Console {
+        job::Console {
+            threads: self.threads.map(usize::from),
+            quiet: self.quiet,
+        }
+    }
 }
 
 /// `--bits` sets the features' width; it may not contradict a `bits=` in `--features`.
@@ -224,6 +246,8 @@ pub struct MatchArgs {
     /// Replace --output if it already holds a neardup output.
     #[arg(long)]
     pub overwrite: bool,
+    #[command(flatten)]
+    pub console: ConsoleArgs,
 }
 
 #[derive(Debug, Args)]
@@ -260,9 +284,12 @@ pub async fn execute(cli: Cli) -> Result<()> {
                 matching: args.matching,
                 overwrite: args.overwrite,
                 features: with_bits(args.features, args.bits.as_deref())?,
+                console: args.console.console(),
             };
             let summary = job::run(&options).await?;
-            report(&summary, &args.output);
+            if !args.console.quiet {
+                report(&summary, &args.output);
+            }
         }
         Command::Match(args) => {
             let options = MatchOptions {
@@ -273,9 +300,12 @@ pub async fn execute(cli: Cli) -> Result<()> {
                 k: args.k,
                 matching: args.matching,
                 overwrite: args.overwrite,
+                console: args.console.console(),
             };
             let summary = job::match_fingerprints(&options).await?;
-            report(&summary, &args.output);
+            if !args.console.quiet {
+                report(&summary, &args.output);
+            }
         }
         Command::Eval(args) => {
             let options = crate::eval::EvalOptions {

@@ -38,6 +38,7 @@ pub struct RunOptions {
     pub overwrite: bool,
     /// How texts become features (`--features`; `simhash`'s option string).
     pub features: FeatureOptions,
+    pub console: Console,
 }
 
 /// What `neardup match` is asked to do: fingerprints computed elsewhere.
@@ -50,6 +51,16 @@ pub struct MatchOptions {
     pub k: u32,
     pub matching: Matching,
     pub overwrite: bool,
+    pub console: Console,
+}
+
+/// How a job uses the machine and the terminal.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Console {
+    /// Partitions run in parallel (`--threads`); the number of cores when `None`.
+    pub threads: Option<usize>,
+    /// No progress lines on standard error (`--quiet`); errors are still reported.
+    pub quiet: bool,
 }
 
 /// Checks k is one the band plan finds exactly.
@@ -68,10 +79,15 @@ pub fn check_k(k: u32, bits: u32) -> Result<()> {
     )))
 }
 
-/// The session every stage runs in: both cores, input types kept, zstd Parquet output.
+/// The session every stage runs in: all cores, input types kept, zstd Parquet output.
 pub fn session_context() -> Result<SessionContext> {
+    session_context_with(None)
+}
+
+/// The same with `threads` partitions (all cores when `None`).
+pub fn session_context_with(threads: Option<usize>) -> Result<SessionContext> {
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let mut config = SessionConfig::new().with_target_partitions(cores);
+    let mut config = SessionConfig::new().with_target_partitions(threads.unwrap_or(cores).max(1));
     let options = config.options_mut();
     // One scan per file keeps row numbers in file order (`input_order`); the signature stage
     // is still parallel, as the planner spreads the rows over partitions before the UDF.
@@ -89,13 +105,15 @@ pub fn session_context() -> Result<SessionContext> {
 struct Stopwatch {
     started: Instant,
     stages: Vec<StageTime>,
+    quiet: bool,
 }
 
 impl Stopwatch {
-    fn new() -> Self {
+    fn new(quiet: bool) -> Self {
         Self {
             started: Instant::now(),
             stages: Vec::new(),
+            quiet,
         }
     }
 
@@ -103,7 +121,9 @@ impl Stopwatch {
         let start = Instant::now();
         let value = work.await?;
         let seconds = start.elapsed().as_secs_f64();
-        eprintln!("neardup: {stage:<12} {seconds:>8.2} s");
+        if !self.quiet {
+            eprintln!("neardup: {stage:<12} {seconds:>8.2} s");
+        }
         self.stages.push(StageTime {
             stage: stage.to_string(),
             seconds,
@@ -172,7 +192,7 @@ pub async fn run(options: &RunOptions) -> Result<Summary> {
                 .into(),
         ));
     }
-    let mut clock = Stopwatch::new();
+    let mut clock = Stopwatch::new(options.console.quiet);
     let corpus = input::inspect(input::resolve_inputs(&options.inputs)?)?;
     corpus.check_id_column(&options.id_column)?;
     corpus.check_text_column(&options.text_column)?;
@@ -180,7 +200,7 @@ pub async fn run(options: &RunOptions) -> Result<Summary> {
     let features = options.features.to_string();
     Featurizer::cached(&features).map_err(|e| Error::Usage(format!("--features: {e}")))?;
     let staging = StagingDir::create(&options.output, options.overwrite)?;
-    let ctx = session_context()?;
+    let ctx = session_context_with(options.console.threads)?;
     register_corpus(&ctx, &corpus).await?;
     let params = stage_params(staging.path(), &options.id_column, options.k, bits)
         .set("text", quote_ident(&options.text_column))
@@ -231,12 +251,12 @@ pub async fn run(options: &RunOptions) -> Result<Summary> {
 /// `neardup match`: fingerprints in; pairs, groups and summary out.
 pub async fn match_fingerprints(options: &MatchOptions) -> Result<Summary> {
     check_k(options.k, 64)?;
-    let mut clock = Stopwatch::new();
+    let mut clock = Stopwatch::new(options.console.quiet);
     let corpus = input::inspect(input::resolve_inputs(&options.signatures)?)?;
     corpus.check_id_column(&options.id_column)?;
     corpus.check_simhash_column(&options.simhash_column)?;
     let staging = StagingDir::create(&options.output, options.overwrite)?;
-    let ctx = session_context()?;
+    let ctx = session_context_with(options.console.threads)?;
     register_corpus(&ctx, &corpus).await?;
     let params = stage_params(staging.path(), &options.id_column, options.k, 64)
         .set("simhash", quote_ident(&options.simhash_column))
@@ -399,7 +419,9 @@ fn finish(
     };
     summary.write(&staging.path().join(SUMMARY_FILE))?;
     let target = staging.commit()?;
-    eprintln!("neardup: wrote {}", target.display());
+    if !clock.quiet {
+        eprintln!("neardup: wrote {}", target.display());
+    }
     Ok(summary)
 }
 

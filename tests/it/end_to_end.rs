@@ -344,3 +344,55 @@ async fn shipped_sample_matches_its_source() {
         );
     }
 }
+
+/// `--quiet` prints nothing on success; `--threads 1` gives the same tables as all cores.
+#[tokio::test]
+async fn quiet_and_one_thread_give_the_same_groups() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = fixture("sample.parquet");
+    let (all, one) = (dir.path().join("all"), dir.path().join("one"));
+    neardup_ok(&[
+        "run",
+        "--input",
+        path_str(&input),
+        "--output",
+        path_str(&all),
+    ]);
+    let quiet = neardup(&[
+        "run",
+        "--input",
+        path_str(&input),
+        "--output",
+        path_str(&one),
+        "--threads",
+        "1",
+        "--quiet",
+    ]);
+    assert!(quiet.status.success(), "{}", stderr(&quiet));
+    assert!(
+        quiet.stdout.is_empty() && quiet.stderr.is_empty(),
+        "{}",
+        stderr(&quiet)
+    );
+    let groups = |output: std::path::PathBuf| async move {
+        let batches = query(
+            &output,
+            "SELECT id, group_id, representative_id FROM groups ORDER BY id",
+        )
+        .await;
+        datafusion::arrow::util::pretty::pretty_format_batches(&batches)
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(groups(all).await, groups(one).await);
+    let zero = neardup(&[
+        "run",
+        "--input",
+        path_str(&input),
+        "--output",
+        "x",
+        "--threads",
+        "0",
+    ]);
+    assert_eq!(zero.status.code(), Some(2));
+}
