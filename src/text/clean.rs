@@ -206,15 +206,8 @@ mod tests {
 
     #[test]
     fn nothing_to_do_borrows() {
-        let all = Cleaning {
-            html: true,
-            nfkc: true,
-            width: true,
-            t2s: T2s::Characters,
-            case: true,
-            cjk_only: false,
-            space: true,
-        };
+        // The default cleaning: every step on but cjk_only.
+        let all = super::super::FeatureOptions::default().cleaning;
         assert!(matches!(clean("plain text 中文", &all), Cow::Borrowed(_)));
         assert!(matches!(clean("", &all), Cow::Borrowed(_)));
     }
