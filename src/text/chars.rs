@@ -37,15 +37,24 @@ pub fn for_each_script_ngram(
     }
 }
 
+/// Every n-gram of `text` (the whole text when it is shorter), walking two character cursors
+/// n apart: no allocation per document or per script run.
 fn ngrams_of(text: &str, n: usize, mut f: impl FnMut(&str)) {
-    let starts: Vec<usize> = text.char_indices().map(|(i, _)| i).collect();
-    if starts.is_empty() {
+    if text.is_empty() {
         return;
     }
-    let n = n.min(starts.len());
-    for first in 0..=starts.len() - n {
-        let end = starts.get(first + n).copied().unwrap_or(text.len());
-        f(&text[starts[first]..end]);
+    if text.chars().nth(n.max(1) - 1).is_none() {
+        f(text);
+        return;
+    }
+    let starts = text.char_indices().map(|(i, _)| i);
+    let ends = text
+        .char_indices()
+        .map(|(i, _)| i)
+        .skip(n)
+        .chain(std::iter::once(text.len()));
+    for (start, end) in starts.zip(ends) {
+        f(&text[start..end]);
     }
 }
 

@@ -87,6 +87,16 @@ pub async fn query(output: &Path, sql: &str) -> Vec<RecordBatch> {
         .expect("run")
 }
 
+/// Writes the result of a SQL query (through the binary) as a Parquet file.
+pub fn make_parquet(path: &Path, select: &str) {
+    neardup_ok(&["query", &format!("COPY ({select}) TO '{}'", path_str(path))]);
+}
+
+/// The summary.json of an output folder.
+pub fn summary(output: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(output.join("summary.json")).unwrap()).unwrap()
+}
+
 /// Writes fingerprints as a Parquet file with columns id (Int64) and simhash (UInt64).
 pub fn write_fingerprints(path: &Path, fingerprints: &[(i64, u64)]) {
     let schema = Arc::new(Schema::new(vec![

@@ -8,14 +8,6 @@ use datafusion::arrow::datatypes::{Int64Type, UInt64Type};
 
 use crate::common::*;
 
-fn make_parquet(path: &Path, select: &str) {
-    neardup_ok(&["query", &format!("COPY ({select}) TO '{}'", path_str(path))]);
-}
-
-fn summary(output: &Path) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(output.join("summary.json")).unwrap()).unwrap()
-}
-
 fn run(input: &Path, output: &Path, features: &str) {
     neardup_ok(&[
         "run",

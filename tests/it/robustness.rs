@@ -9,19 +9,13 @@ use std::process::{Command, Stdio};
 use datafusion::arrow::array::AsArray;
 use datafusion::arrow::datatypes::Int64Type;
 
-use crate::common::{failing_sample_run, fixture, neardup, neardup_ok, path_str, query, stderr};
-
-/// Writes a Parquet file from a SQL query, with the binary itself.
-fn make_parquet(path: &Path, select: &str) {
-    neardup_ok(&["query", &format!("COPY ({select}) TO '{}'", path_str(path))]);
-}
+use crate::common::{
+    failing_sample_run, fixture, make_parquet, neardup, neardup_ok, path_str, query, stderr,
+    summary,
+};
 
 fn count(batches: &[datafusion::arrow::array::RecordBatch]) -> i64 {
     batches[0].column(0).as_primitive::<Int64Type>().value(0)
-}
-
-fn summary(output: &Path) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(output.join("summary.json")).unwrap()).unwrap()
 }
 
 fn leftovers(dir: &Path) -> Vec<String> {
