@@ -89,7 +89,13 @@ pub async fn query(output: &Path, sql: &str) -> Vec<RecordBatch> {
 
 /// Writes the result of a SQL query (through the binary) as a Parquet file.
 pub fn make_parquet(path: &Path, select: &str) {
-    neardup_ok(&["query", &format!("COPY ({select}) TO '{}'", path_str(path))]);
+    // A UNION ALL's branches run as separate partitions and reach the file in any order; sorting
+    // by the first column (the id in every caller) makes the file's row order, and with it input
+    // order, representatives and group numbers, the same on every run.
+    neardup_ok(&[
+        "query",
+        &format!("COPY (SELECT * FROM ({select}) ORDER BY 1) TO '{}'", path_str(path)),
+    ]);
 }
 
 /// The summary.json of an output folder.
