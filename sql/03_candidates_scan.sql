@@ -1,19 +1,20 @@
 -- Stage 3, strategy `scan` (the default): pairs of distinct fingerprints within distance ${k},
--- band by band, with a sort-and-scan inside each group of rows that can share a band value.
+-- table by table of the band plan ${plan}, with a sort-and-scan inside each group of rows that
+-- can share a key. Run once per pass over tables ${band_from} to ${band_to} - 1, so that the rows
+-- held at once stay bounded whatever the number of tables.
 --
--- Every fingerprint appears once per band. Two fingerprints within distance 3 share at least one
--- of the four bands (pigeonhole), so only rows with equal (band, band_value) need comparing. The
--- rows are grouped by band and a coarse slice of the band value (64 groups: enough to keep both
--- cores busy, few enough that no per-group overhead shows); `band_pairs` sorts each group by
--- band value, compares the fingerprints of each run of equal values with one popcount, and keeps
--- a pair only in the first band it shares, so every pair is found exactly once. Only the pairs
--- leave the aggregate.
+-- A band plan (src/plan.rs) is a list of tables, each a set of the fingerprint's bits; the plan
+-- is chosen so that two fingerprints within distance ${k} agree on all the bits of at least one
+-- table (the default, four 16-bit bands, by pigeonhole for k <= 3). Every fingerprint appears
+-- once per table; the rows are grouped by table and a coarse slice of the table's key (16 groups
+-- per table: enough to keep the cores busy, few enough that no per-group overhead shows);
+-- `band_pairs` sorts each group by the table's bits, compares the fingerprints of each run of
+-- equal values with one popcount, and keeps a pair only in the first table it shares, so every
+-- pair is found exactly once. Only the pairs leave the aggregate.
 
--- One row per fingerprint and band:
---   SELECT 1 AS band, bucket1 AS band_value, simhash FROM fingerprints UNION ALL
---   SELECT 2, bucket2, simhash FROM fingerprints UNION ALL ... (4 bands of 64 bits, 8 of 128)
-CREATE VIEW band_rows AS
-${band_rows};
+CREATE OR REPLACE VIEW band_rows AS
+SELECT simhash, unnest(range(${band_from}, ${band_to})) AS band
+FROM fingerprints;
 
 COPY (
     SELECT pair['simhash_a'] AS simhash_a,
@@ -22,11 +23,9 @@ COPY (
     FROM (
         SELECT unnest(pairs) AS pair
         FROM (
-            SELECT band_pairs(simhash, band, ${k}) AS pairs
+            SELECT band_pairs(simhash, band, ${k}, ${plan}) AS pairs
             FROM band_rows
-            GROUP BY band, band_value / 4096
+            GROUP BY band, band_key(simhash, band, ${plan}) % 16
         )
     )
 ) TO ${fingerprint_pairs_dir} STORED AS PARQUET;
-
-CREATE EXTERNAL TABLE fingerprint_pairs STORED AS PARQUET LOCATION ${fingerprint_pairs_dir};

@@ -40,6 +40,43 @@ pub enum Command {
     Eval(EvalArgs),
     /// Make a near-duplicate test corpus and its truth from any Parquet corpus.
     Generate(GenerateArgs),
+    /// Compare the band plans for k: tables, rows, estimated candidates and time; which `run`
+    /// and `match` would choose.
+    Plan(PlanArgs),
+}
+
+/// `--plan` on `run` and `match`.
+const PLAN_HELP: &str = "Band plan that finds the candidate pairs: auto (the planner picks the \
+cheapest for the fingerprints at hand), bands[:B], mih[:M[:R]] (multi-index hashing: M substrings \
+searched within radius R), permutation[:B[:D]] (Manku's tables: B blocks, any D differing). A \
+scheme without numbers lets the planner pick them; see `neardup plan`.";
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Every plan listed finds every pair within k (each proves it in src/plan.rs); \
+they differ in cost. rows = fingerprints x tables; candidates = pairs that share a table's key, \
+on random fingerprints, or counted on a sample of --signatures (marked *) and scaled up; est. s \
+weighs the two with costs measured on a 2-core machine (docs/BENCHMARKS.md).\n\
+Example:\n  neardup plan --docs 10000000 --k 6\n  \
+neardup plan --signatures out/sample/signatures --k 5"
+)]
+pub struct PlanArgs {
+    /// Distinct fingerprints to plan for (default: those in --signatures, else 1,000,000).
+    #[arg(long, value_name = "N")]
+    pub docs: Option<u64>,
+    /// Largest Hamming distance to find every pair within: 0..=8 of 64 bits, 0..=16 of 128.
+    #[arg(long, default_value_t = 3)]
+    pub k: u32,
+    /// Fingerprint width.
+    #[arg(long, default_value_t = 64, value_name = "64|128")]
+    pub bits: u32,
+    /// A run's signatures (or any Parquet with a UInt64 fingerprint column): count the distinct
+    /// fingerprints and sample them for real key sizes.
+    #[arg(long, num_args = 1.., value_name = "PATH")]
+    pub signatures: Vec<String>,
+    /// Column holding the fingerprint in --signatures.
+    #[arg(long, default_value = "simhash", value_name = "NAME")]
+    pub simhash_column: String,
 }
 
 #[derive(Debug, Args)]
@@ -159,13 +196,15 @@ pub struct RunArgs {
     /// Column holding the document text.
     #[arg(long, default_value = "text", value_name = "NAME")]
     pub text_column: String,
-    /// Largest Hamming distance at which two documents are duplicates: 0..=3 of 64 bits,
-    /// 0..=7 of 128 bits.
+    /// Largest Hamming distance at which two documents are duplicates: 0..=8 of 64 bits,
+    /// 0..=16 of 128 bits; every pair within it is found, whatever the plan.
     #[arg(long, default_value_t = 3)]
     pub k: u32,
     /// How candidate pairs are found; both give the same pairs (docs/BENCHMARKS.md).
     #[arg(long, value_enum, default_value_t = Matching::Scan)]
     pub matching: Matching,
+    #[arg(long, default_value = "auto", value_name = "PLAN", help = PLAN_HELP)]
+    pub plan: String,
     /// Replace --output if it already holds a neardup output.
     #[arg(long)]
     pub overwrite: bool,
@@ -237,12 +276,15 @@ pub struct MatchArgs {
     /// Column holding the 64-bit fingerprint (UInt64).
     #[arg(long, default_value = "simhash", value_name = "NAME")]
     pub simhash_column: String,
-    /// Largest Hamming distance at which two fingerprints match: 0..=3.
+    /// Largest Hamming distance at which two fingerprints match: 0..=8; every pair within it is
+    /// found, whatever the plan.
     #[arg(long, default_value_t = 3)]
     pub k: u32,
     /// How candidate pairs are found; both give the same pairs (docs/BENCHMARKS.md).
     #[arg(long, value_enum, default_value_t = Matching::Scan)]
     pub matching: Matching,
+    #[arg(long, default_value = "auto", value_name = "PLAN", help = PLAN_HELP)]
+    pub plan: String,
     /// Replace --output if it already holds a neardup output.
     #[arg(long)]
     pub overwrite: bool,
@@ -254,8 +296,8 @@ pub struct MatchArgs {
 #[command(
     after_help = "Several statements may be given, separated by ';': all run, the last one's \
 result is written.\nFunctions: simhash(text [, options]), simhash_details(text [, options]), \
-clean_text(text [, options]), hamming(a, b), bucket(simhash, n), and the aggregate \
-band_pairs(simhash, band, k). Options are run's --features string, e.g. 'mode=chars,n=3'."
+clean_text(text [, options]), hamming(a, b), bucket(simhash, n), band_key(simhash, band, plan), \
+shared_band(a, b, plan), and the aggregate band_pairs(simhash, band, k [, plan]). Options are run's --features string, e.g. 'mode=chars,n=3'."
 )]
 pub struct QueryArgs {
     /// Output folder of a run; its tables and its input (as corpus) are registered.
@@ -282,6 +324,7 @@ pub async fn execute(cli: Cli) -> Result<()> {
                 text_column: args.text_column,
                 k: args.k,
                 matching: args.matching,
+                plan: args.plan,
                 overwrite: args.overwrite,
                 features: with_bits(args.features, args.bits.as_deref())?,
                 console: args.console.console(),
@@ -299,6 +342,7 @@ pub async fn execute(cli: Cli) -> Result<()> {
                 simhash_column: args.simhash_column,
                 k: args.k,
                 matching: args.matching,
+                plan: args.plan,
                 overwrite: args.overwrite,
                 console: args.console.console(),
             };
@@ -338,6 +382,16 @@ pub async fn execute(cli: Cli) -> Result<()> {
                 args.output.display(),
                 args.truth.display()
             );
+        }
+        Command::Plan(args) => {
+            let options = job::PlanOptions {
+                docs: args.docs,
+                k: args.k,
+                bits: args.bits,
+                signatures: args.signatures,
+                simhash_column: args.simhash_column,
+            };
+            print!("{}", job::compare_plans(&options).await?);
         }
         Command::Query(args) => {
             let options = QueryOptions {

@@ -22,6 +22,10 @@ pub trait Fingerprint: Copy + Ord + Hash + Debug + Send + Sync + 'static {
     const MAX_K: u32 = Self::BANDS as u32 - 1;
 
     fn hamming(self, other: Self) -> u32;
+    /// The value as 128 bits (a 64-bit fingerprint in the low half), as band plans take it.
+    fn widen(self) -> u128;
+    /// The bits under `mask` (a band plan's table), the others cleared.
+    fn masked(self, mask: u128) -> Self;
     /// The `index`-th 16-bit band (1-based).
     fn band(self, index: usize) -> Option<u16>;
 
@@ -37,6 +41,12 @@ impl Fingerprint for u64 {
     fn hamming(self, other: Self) -> u32 {
         (self ^ other).count_ones()
     }
+    fn widen(self) -> u128 {
+        u128::from(self)
+    }
+    fn masked(self, mask: u128) -> Self {
+        self & mask as u64
+    }
     fn band(self, index: usize) -> Option<u16> {
         band(self, index)
     }
@@ -46,6 +56,12 @@ impl Fingerprint for u128 {
     const BITS: u32 = 128;
     fn hamming(self, other: Self) -> u32 {
         (self ^ other).count_ones()
+    }
+    fn widen(self) -> u128 {
+        self
+    }
+    fn masked(self, mask: u128) -> Self {
+        self & mask
     }
     fn band(self, index: usize) -> Option<u16> {
         if !(1..=Self::BANDS).contains(&index) {

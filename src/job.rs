@@ -14,17 +14,23 @@ use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
 use futures::StreamExt;
 
 use crate::error::{Error, QueryContext, Result};
-use crate::fingerprint::{BANDS, Fingerprint};
+use crate::fingerprint::BANDS;
 use crate::input::{self, Corpus, quote_ident, quote_literal};
 use crate::output::{SUMMARY_FILE, StagingDir};
 use crate::pipeline::{self, Matching, Params};
-use crate::summary::{Counts, Parameters, StageTime, Summary};
+use crate::plan::BandPlan;
+use crate::summary::{Counts, Parameters, PlanReport, StageTime, Summary};
 use crate::text::{FeatureOptions, Featurizer};
 use crate::udf::FingerprintColumn;
 use crate::{cluster, udf};
 
-/// Largest k the four 16-bit bands find exactly (pigeonhole: k + 1 <= 4 bands).
-pub const MAX_K: u32 = 3;
+/// Largest k of a 64-bit fingerprint the band plans find exactly and in reasonable time; an
+/// eighth of the bits (16 of 128).
+pub const MAX_K: u32 = 8;
+
+/// Rows (fingerprints times tables) one candidate pass holds at most: plans with many tables
+/// run in several passes, so memory stays bounded whatever the plan.
+pub const ROWS_PER_PASS: u64 = 32 << 20;
 
 /// What `neardup run` is asked to do.
 #[derive(Debug, Clone)]
@@ -35,6 +41,8 @@ pub struct RunOptions {
     pub text_column: String,
     pub k: u32,
     pub matching: Matching,
+    /// The band plan: `auto` (the planner's choice) or a spec (`crate::plan::BandPlan::parse`).
+    pub plan: String,
     pub overwrite: bool,
     /// How texts become features (`--features`; `simhash`'s option string).
     pub features: FeatureOptions,
@@ -50,6 +58,8 @@ pub struct MatchOptions {
     pub simhash_column: String,
     pub k: u32,
     pub matching: Matching,
+    /// The band plan: `auto` (the planner's choice) or a spec (`crate::plan::BandPlan::parse`).
+    pub plan: String,
     pub overwrite: bool,
     pub console: Console,
 }
@@ -63,20 +73,19 @@ pub struct Console {
     pub quiet: bool,
 }
 
-/// Checks k is one the band plan finds exactly.
-pub fn check_k(k: u32, bits: u32) -> Result<()> {
-    let (bands, max_k) = if bits == 128 {
-        (<u128 as Fingerprint>::BANDS, <u128 as Fingerprint>::MAX_K)
-    } else {
-        (BANDS, MAX_K)
-    };
-    if k <= max_k {
-        return Ok(());
+/// Checks k is one the band plans find exactly, and that a plan asked for is exact for it.
+pub fn check_k(k: u32, bits: u32, plan: &str) -> Result<()> {
+    let max_k = if bits == 128 { 2 * MAX_K } else { MAX_K };
+    if k > max_k {
+        return Err(Error::Usage(format!(
+            "--k {k} is not supported for {bits}-bit fingerprints (allowed: 0..={max_k}); beyond \
+             an eighth of the bits the band plans compare most of the corpus with itself"
+        )));
     }
-    Err(Error::Usage(format!(
-        "--k {k} is not supported: {bands} 16-bit bands of a {bits}-bit fingerprint find every \
-         pair only up to k = {max_k} (allowed: 0..={max_k})"
-    )))
+    if plan != "auto" {
+        BandPlan::parse(plan, bits, k).map_err(|e| Error::Usage(format!("--plan: {e}")))?;
+    }
+    Ok(())
 }
 
 /// The session every stage runs in: all cores, input types kept, zstd Parquet output.
@@ -184,7 +193,7 @@ async fn find_unreadable_file(
 /// `neardup run`: Parquet corpus in; signatures, pairs, groups, dedup and summary out.
 pub async fn run(options: &RunOptions) -> Result<Summary> {
     let bits = options.features.bits;
-    check_k(options.k, bits)?;
+    check_k(options.k, bits, &options.plan)?;
     if bits == 128 && options.matching == Matching::Join {
         return Err(Error::Usage(
             "--matching join is written for 64-bit fingerprints; use --matching scan (the \
@@ -216,17 +225,19 @@ pub async fn run(options: &RunOptions) -> Result<Summary> {
                 pipeline::run_stage(&ctx, &pipeline::SIGNATURES, &params),
             )
             .await?;
-        run_matching(&ctx, &params, options.matching, &mut clock).await?;
+        let plan = run_matching(&ctx, &params, options, &mut clock).await?;
         clock
             .time(
                 "dedup",
                 pipeline::run_stage(&ctx, &pipeline::DEDUP, &params),
             )
-            .await
+            .await?;
+        Ok(plan)
     };
-    if let Err(e) = stages.await {
-        return Err(name_corrupt_input(&ctx, e, &corpus).await);
-    }
+    let plan = match stages.await {
+        Ok(plan) => plan,
+        Err(e) => return Err(name_corrupt_input(&ctx, e, &corpus).await),
+    };
 
     let mut counts = count(&ctx, true, options.features.min_features).await?;
     let kept = count_rows(&ctx, "dedup").await?;
@@ -245,12 +256,12 @@ pub async fn run(options: &RunOptions) -> Result<Summary> {
         &features,
         bits,
     );
-    finish(staging, "run", parameters, &corpus, counts, clock)
+    finish(staging, "run", parameters, plan, &corpus, counts, clock)
 }
 
 /// `neardup match`: fingerprints in; pairs, groups and summary out.
 pub async fn match_fingerprints(options: &MatchOptions) -> Result<Summary> {
-    check_k(options.k, 64)?;
+    check_k(options.k, 64, &options.plan)?;
     let mut clock = Stopwatch::new(options.console.quiet);
     let corpus = input::inspect(input::resolve_inputs(&options.signatures)?)?;
     corpus.check_id_column(&options.id_column)?;
@@ -266,11 +277,18 @@ pub async fn match_fingerprints(options: &MatchOptions) -> Result<Summary> {
             .time("check ids", check_ids(&ctx, &corpus, &options.id_column))
             .await?;
         pipeline::run_stage(&ctx, &pipeline::SIGNATURES_GIVEN, &params).await?;
-        run_matching(&ctx, &params, options.matching, &mut clock).await
+        let asked = MatchingAsked {
+            k: options.k,
+            matching: options.matching,
+            plan: &options.plan,
+            quiet: options.console.quiet,
+        };
+        run_matching(&ctx, &params, asked, &mut clock).await
     };
-    if let Err(e) = stages.await {
-        return Err(name_corrupt_input(&ctx, e, &corpus).await);
-    }
+    let plan = match stages.await {
+        Ok(plan) => plan,
+        Err(e) => return Err(name_corrupt_input(&ctx, e, &corpus).await),
+    };
     let counts = count(&ctx, false, 0).await?;
     let parameters = parameters(
         options.k,
@@ -280,29 +298,78 @@ pub async fn match_fingerprints(options: &MatchOptions) -> Result<Summary> {
         "fingerprints given",
         64,
     );
-    finish(staging, "match", parameters, &corpus, counts, clock)
+    finish(staging, "match", parameters, plan, &corpus, counts, clock)
 }
 
-/// Stages 2 to 5, shared by `run` and `match`: fingerprints, candidates, pairs, clustering,
-/// groups.
+/// What the matching stages are asked to do.
+#[derive(Debug, Clone, Copy)]
+struct MatchingAsked<'a> {
+    k: u32,
+    matching: Matching,
+    plan: &'a str,
+    quiet: bool,
+}
+
+impl<'a> From<&'a RunOptions> for MatchingAsked<'a> {
+    fn from(options: &'a RunOptions) -> Self {
+        Self {
+            k: options.k,
+            matching: options.matching,
+            plan: &options.plan,
+            quiet: options.console.quiet,
+        }
+    }
+}
+
+/// Stages 2 to 5, shared by `run` and `match`: fingerprints, the band plan, candidates (in
+/// passes), pairs, clustering, groups. Returns the plan as it ran.
 async fn run_matching(
     ctx: &SessionContext,
     params: &Params,
-    matching: Matching,
+    asked: impl Into<MatchingAsked<'_>>,
     clock: &mut Stopwatch,
-) -> Result<()> {
+) -> Result<PlanReport> {
+    let asked = asked.into();
     clock
         .time(
             "fingerprints",
             pipeline::run_stage(ctx, &pipeline::FINGERPRINTS, params),
         )
         .await?;
-    clock
-        .time(
-            "candidates",
-            pipeline::run_stage(ctx, &matching.candidates_stage(), params),
-        )
+    let bits: u32 = if params.get("bits") == Some("128") {
+        128
+    } else {
+        64
+    };
+    let report = clock
+        .time("plan", choose_plan(ctx, asked.plan, asked.k, bits))
         .await?;
+    if !asked.quiet {
+        eprintln!(
+            "neardup: plan {} ({}): {} tables in {} pass{}, about {:.3e} candidates",
+            report.plan,
+            report.chosen_by,
+            report.tables,
+            report.passes,
+            if report.passes == 1 { "" } else { "es" },
+            report.estimated_candidates
+        );
+    }
+    let candidates = async {
+        let per_pass = report.tables.div_ceil(report.passes.max(1));
+        for pass in 0..report.passes {
+            let from = 1 + pass * per_pass;
+            let to = (from + per_pass).min(report.tables + 1);
+            let mut params = params.clone();
+            params
+                .set("plan", quote_literal(&report.plan))
+                .set("band_from", from.to_string())
+                .set("band_to", to.to_string());
+            pipeline::run_stage(ctx, &asked.matching.candidates_stage(), &params).await?;
+        }
+        pipeline::run_stage(ctx, &pipeline::CANDIDATES_TABLE, params).await
+    };
+    clock.time("candidates", candidates).await?;
     clock
         .time("pairs", pipeline::run_stage(ctx, &pipeline::PAIRS, params))
         .await?;
@@ -319,7 +386,161 @@ async fn run_matching(
             "groups",
             pipeline::run_stage(ctx, &pipeline::GROUPS, params),
         )
-        .await
+        .await?;
+    Ok(report)
+}
+
+/// The plan asked for, or the planner's cheapest for the fingerprints at hand (their number, and
+/// a sample of them for real key sizes), with the passes that keep rows per pass bounded.
+async fn choose_plan(ctx: &SessionContext, spec: &str, k: u32, bits: u32) -> Result<PlanReport> {
+    let n = count_rows(ctx, "fingerprints").await?;
+    let (plan, chosen_by) = if spec == "auto" {
+        (None, "planner")
+    } else {
+        let plan =
+            BandPlan::parse(spec, bits, k).map_err(|e| Error::Usage(format!("--plan: {e}")))?;
+        (
+            plan,
+            if spec.contains(':') {
+                "--plan"
+            } else {
+                "planner, --plan scheme"
+            },
+        )
+    };
+    let candidates = match plan {
+        Some(plan) => vec![plan],
+        None => crate::planner::plans_for(k, bits)
+            .into_iter()
+            .filter(|p| spec == "auto" || p.to_string().starts_with(&format!("{spec}:")))
+            .collect(),
+    };
+    let sample = sample_fingerprints(ctx, bits).await?;
+    let best = crate::planner::estimate(candidates, n, &sample)
+        .into_iter()
+        .next()
+        .ok_or_else(|| Error::Usage(format!("--plan {spec}: no such plan is exact for k = {k}")))?;
+    let tables = best.plan.tables();
+    let tables_per_pass = (rows_per_pass() / n.max(1)).clamp(1, tables as u64) as usize;
+    Ok(PlanReport {
+        plan: best.plan.to_string(),
+        chosen_by: chosen_by.to_string(),
+        tables,
+        passes: tables.div_ceil(tables_per_pass),
+        estimated_rows: best.rows,
+        estimated_candidates: best.candidates,
+    })
+}
+
+/// `ROWS_PER_PASS`, or `NEARDUP_ROWS_PER_PASS` (a test hook: small values force many passes).
+fn rows_per_pass() -> u64 {
+    std::env::var("NEARDUP_ROWS_PER_PASS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(ROWS_PER_PASS)
+}
+
+/// What `neardup plan` is asked to compare.
+#[derive(Debug, Clone)]
+pub struct PlanOptions {
+    pub docs: Option<u64>,
+    pub k: u32,
+    pub bits: u32,
+    pub signatures: Vec<String>,
+    pub simhash_column: String,
+}
+
+/// `neardup plan`: every plan exact for k, estimated, the planner's choice first.
+pub async fn compare_plans(options: &PlanOptions) -> Result<String> {
+    let bits = options.bits;
+    if bits != 64 && bits != 128 {
+        return Err(Error::Usage(format!(
+            "--bits {bits}: fingerprints have 64 or 128 bits"
+        )));
+    }
+    check_k(options.k, bits, "auto")?;
+    let (mut n, mut sample, mut source) = (1_000_000, Vec::new(), "assumed".to_string());
+    if !options.signatures.is_empty() {
+        if bits != 64 {
+            return Err(Error::Usage(
+                "--signatures reads 64-bit (UInt64) fingerprints; leave out --bits 128".into(),
+            ));
+        }
+        let corpus = input::inspect(input::resolve_inputs(&options.signatures)?)?;
+        corpus.check_simhash_column(&options.simhash_column)?;
+        let ctx = session_context()?;
+        register_corpus(&ctx, &corpus).await?;
+        let column = quote_ident(&options.simhash_column);
+        pipeline::run_statements(
+            &ctx,
+            &format!(
+                "CREATE VIEW fingerprints AS SELECT DISTINCT {column} AS simhash FROM corpus \
+                 WHERE {column} IS NOT NULL"
+            ),
+            "distinct fingerprints",
+        )
+        .await?;
+        n = count_rows(&ctx, "fingerprints").await?;
+        sample = sample_fingerprints(&ctx, 64).await?;
+        source = format!(
+            "in {} file(s), {} sampled",
+            corpus.files.len(),
+            sample.len()
+        );
+    }
+    if let Some(docs) = options.docs {
+        n = docs;
+        source = if sample.is_empty() {
+            "given".into()
+        } else {
+            format!("given; {} sampled from --signatures", sample.len())
+        };
+    }
+    let estimates =
+        crate::planner::estimate(crate::planner::plans_for(options.k, bits), n, &sample);
+    let mut out = format!(
+        "k = {}, {n} distinct {bits}-bit fingerprints ({source})\n",
+        options.k
+    );
+    out.push_str(&crate::planner::table(&estimates));
+    if let Some(best) = estimates.first() {
+        let tables_per_pass = (rows_per_pass() / n.max(1)).clamp(1, best.plan.tables() as u64);
+        out.push_str(&format!(
+            "{} runs in {} pass(es) of at most {} tables. Force a plan with --plan {}.\n",
+            best.plan,
+            (best.plan.tables() as u64).div_ceil(tables_per_pass),
+            tables_per_pass,
+            best.plan
+        ));
+    }
+    Ok(out)
+}
+
+/// Up to `planner::SAMPLE` distinct fingerprints (the table is grouped, so in no useful order).
+async fn sample_fingerprints(ctx: &SessionContext, bits: u32) -> Result<Vec<u128>> {
+    let batches = query_batches(
+        ctx,
+        &format!(
+            "SELECT simhash FROM fingerprints LIMIT {}",
+            crate::planner::SAMPLE
+        ),
+    )
+    .await?;
+    let what = || "sampling fingerprints".to_string();
+    let mut sample = Vec::new();
+    for batch in &batches {
+        if bits == 128 {
+            sample.extend(u128::values(batch.column(0)).context(what)?);
+        } else {
+            sample.extend(
+                u64::values(batch.column(0))
+                    .context(what)?
+                    .into_iter()
+                    .map(u128::from),
+            );
+        }
+    }
+    Ok(sample)
 }
 
 fn stage_params(dir: &Path, id_column: &str, k: u32, bits: u32) -> Params {
@@ -354,18 +575,7 @@ fn stage_params(dir: &Path, id_column: &str, k: u32, bits: u32) -> Params {
             "bucket_columns",
             list(&|n| format!("bucket(simhash, {n}) AS bucket{n}"), ", "),
         )
-        .set("bucket_names", list(&|n| format!("bucket{n}"), ", "))
-        .set(
-            "band_rows",
-            list(
-                &|n| {
-                    format!(
-                        "SELECT {n} AS band, bucket{n} AS band_value, simhash FROM fingerprints"
-                    )
-                },
-                " UNION ALL ",
-            ),
-        );
+        .set("bucket_names", list(&|n| format!("bucket{n}"), ", "));
     params
 }
 
@@ -395,6 +605,7 @@ fn finish(
     staging: StagingDir,
     command: &str,
     parameters: Parameters,
+    plan: PlanReport,
     corpus: &Corpus,
     counts: Counts,
     clock: Stopwatch,
@@ -407,6 +618,7 @@ fn finish(
         neardup_version: env!("CARGO_PKG_VERSION").to_string(),
         command: command.to_string(),
         parameters,
+        plan: Some(plan),
         inputs: corpus
             .files
             .iter()

@@ -14,6 +14,8 @@ pub mod input;
 pub mod job;
 pub mod output;
 pub mod pipeline;
+pub mod plan;
+pub mod planner;
 pub mod query;
 pub mod summary;
 pub mod text;

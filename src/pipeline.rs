@@ -46,6 +46,10 @@ pub const CANDIDATES_SCAN: Stage = Stage {
     name: "sql/03_candidates_scan.sql",
     sql: include_str!("../sql/03_candidates_scan.sql"),
 };
+pub const CANDIDATES_TABLE: Stage = Stage {
+    name: "sql/03_candidates_table.sql",
+    sql: include_str!("../sql/03_candidates_table.sql"),
+};
 pub const PAIRS: Stage = Stage {
     name: "sql/04_pairs.sql",
     sql: include_str!("../sql/04_pairs.sql"),
@@ -59,16 +63,17 @@ pub const DEDUP: Stage = Stage {
     sql: include_str!("../sql/06_dedup.sql"),
 };
 
-/// How stage 3 finds the pairs of distinct fingerprints within k. Both give the same pairs
-/// (the exactness tests run both); they differ in speed (docs/BENCHMARKS.md).
+/// How stage 3 finds the pairs of distinct fingerprints within k, whatever the band plan. Both
+/// give the same pairs (the exactness tests run both); they differ in speed
+/// (docs/BENCHMARKS.md).
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
 )]
 #[serde(rename_all = "snake_case")]
 pub enum Matching {
-    /// Group each band's rows, sort each group and compare within runs of equal band values.
+    /// Group each table's rows, sort each group and compare within runs of equal keys.
     Scan,
-    /// A hash self-join on each band column with the Hamming filter in the join.
+    /// A hash self-join on each table's key with the Hamming filter in the join.
     Join,
 }
 
@@ -235,16 +240,16 @@ mod tests {
             .set("features", "'mode=auto'")
             .set("bucket_columns", "bucket(simhash, 1) AS bucket1")
             .set("bucket_names", "bucket1")
-            .set(
-                "band_rows",
-                "SELECT 1 AS band, bucket1 AS band_value, simhash FROM fingerprints",
-            );
+            .set("plan", "'bands:4'")
+            .set("band_from", "1")
+            .set("band_to", "5");
         for stage in [
             SIGNATURES,
             SIGNATURES_GIVEN,
             FINGERPRINTS,
             CANDIDATES_JOIN,
             CANDIDATES_SCAN,
+            CANDIDATES_TABLE,
             PAIRS,
             GROUPS,
             DEDUP,

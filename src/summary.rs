@@ -12,6 +12,9 @@ pub struct Summary {
     pub neardup_version: String,
     pub command: String,
     pub parameters: Parameters,
+    /// The band plan the matching ran (absent in summaries written before plans existed).
+    #[serde(default)]
+    pub plan: Option<PlanReport>,
     /// Absolute paths of the input files, in input order.
     pub inputs: Vec<String>,
     pub counts: Counts,
@@ -33,6 +36,21 @@ pub struct Parameters {
     pub fingerprint_bits: u32,
     pub bands: u32,
     pub features: String,
+}
+
+/// The band plan a matching ran, and why.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PlanReport {
+    /// Canonical spec, e.g. `bands:4`, `mih:4:1`, `permutation:11:8`; `--plan` takes it back.
+    pub plan: String,
+    /// `planner` (cheapest estimate), `--plan` (asked for), or `planner, --plan scheme`.
+    pub chosen_by: String,
+    pub tables: usize,
+    /// Candidate passes, each over a share of the tables, to bound memory.
+    pub passes: usize,
+    /// The planner's estimates: rows (fingerprints times tables) and candidate comparisons.
+    pub estimated_rows: f64,
+    pub estimated_candidates: f64,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]

@@ -1,13 +1,14 @@
-//! `band_pairs(simhash, band, k)`, an aggregate: the pairs among a group's fingerprints that
-//! agree on band `band`, differ in at most `k` bits, and share no earlier band, as a list of
-//! structs `{simhash_a, simhash_b}` with `simhash_a < simhash_b`.
+//! `band_pairs(simhash, band, k [, plan])`, an aggregate: the pairs among a group's fingerprints
+//! that share table `band` of the band plan `plan` (`crate::plan`; 16-bit bands when left out),
+//! differ in at most `k` bits, and share no earlier table, as a list of structs
+//! `{simhash_a, simhash_b}` with `simhash_a < simhash_b`.
 //!
 //! This is the candidate step of the `scan` matching strategy. SQL groups each band's rows by a
-//! coarse slice of the band value (so equal band values meet in one group and the groups spread
-//! over the cores); the function then does what a sort-and-scan does: sort the group by band
-//! value, compare every two fingerprints inside a run of equal values with one popcount, and keep
-//! a pair only in the first band it shares, so it is found once. Candidates are never rows.
-//! Stateless (band and k are arguments), so a cluster runs it like any aggregate.
+//! coarse slice of the band key (so equal keys meet in one group and the groups spread over the
+//! cores); the function then does what a sort-and-scan does: sort the group by the table's bits,
+//! compare every two fingerprints inside a run of equal values with one popcount, and keep a pair
+//! only in the first table it shares, so it is found once. Candidates are never rows.
+//! Stateless (band, k and plan are arguments), so a cluster runs it like any aggregate.
 
 use std::marker::PhantomData;
 use std::sync::{Arc, LazyLock};
@@ -18,7 +19,7 @@ use datafusion::arrow::array::{
 use datafusion::arrow::buffer::OffsetBuffer;
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Fields};
 use datafusion::common::cast::{
-    as_fixed_size_binary_array, as_int64_array, as_list_array, as_uint64_array,
+    as_fixed_size_binary_array, as_int64_array, as_list_array, as_string_array, as_uint64_array,
 };
 use datafusion::common::{ScalarValue, exec_err};
 use datafusion::error::Result;
@@ -28,6 +29,7 @@ use datafusion::logical_expr::{
 };
 
 use crate::fingerprint::Fingerprint;
+use crate::plan::BandPlan;
 use crate::udf::hamming::wide_value;
 
 static BAND_PAIRS: LazyLock<Arc<AggregateUDF>> =
@@ -86,14 +88,16 @@ struct BandPairsFunc {
 
 impl BandPairsFunc {
     fn new() -> Self {
-        let with = |fingerprint: DataType| {
-            TypeSignature::Exact(vec![fingerprint, DataType::Int64, DataType::Int64])
-        };
+        let mut signatures = Vec::new();
+        for fingerprint in [DataType::UInt64, DataType::FixedSizeBinary(16)] {
+            let three = vec![fingerprint, DataType::Int64, DataType::Int64];
+            let mut four = three.clone();
+            four.push(DataType::Utf8);
+            signatures.push(TypeSignature::Exact(three));
+            signatures.push(TypeSignature::Exact(four));
+        }
         Self {
-            signature: Signature::one_of(
-                vec![with(DataType::UInt64), with(DataType::FixedSizeBinary(16))],
-                Volatility::Immutable,
-            ),
+            signature: Signature::one_of(signatures, Volatility::Immutable),
         }
     }
 }
@@ -171,16 +175,23 @@ impl AggregateUDFImpl for BandPairsFunc {
                 DataType::Int64,
                 true,
             )),
+            Arc::new(Field::new(
+                format!("{}[plan]", args.name),
+                DataType::Utf8,
+                true,
+            )),
         ])
     }
 }
 
-/// The fingerprints of one group, and the band and k they are compared at.
+/// The fingerprints of one group, and the band, k and plan they are compared at.
 #[derive(Debug)]
 struct BandPairs<F> {
     fingerprints: Vec<F>,
     band: Option<i64>,
     k: Option<i64>,
+    /// The canonical plan; 16-bit bands when the call leaves it out.
+    plan: Option<String>,
     width: PhantomData<F>,
 }
 
@@ -190,13 +201,19 @@ impl<F> Default for BandPairs<F> {
             fingerprints: Vec::new(),
             band: None,
             k: None,
+            plan: None,
             width: PhantomData,
         }
     }
 }
 
 impl<F: FingerprintColumn> BandPairs<F> {
-    fn note_parameters(&mut self, band: &ArrayRef, k: &ArrayRef) -> Result<()> {
+    fn note_parameters(
+        &mut self,
+        band: &ArrayRef,
+        k: &ArrayRef,
+        plan: Option<&ArrayRef>,
+    ) -> Result<()> {
         let (band, k) = (as_int64_array(band)?, as_int64_array(k)?);
         if self.band.is_none() {
             self.band = band.iter().flatten().next();
@@ -204,23 +221,43 @@ impl<F: FingerprintColumn> BandPairs<F> {
         if self.k.is_none() {
             self.k = k.iter().flatten().next();
         }
+        if let (None, Some(plan)) = (&self.plan, plan) {
+            self.plan = as_string_array(plan)?
+                .iter()
+                .flatten()
+                .next()
+                .map(str::to_string);
+        }
         Ok(())
     }
 
-    /// Sort-and-scan over the group: runs of equal band value, one popcount per two members.
+    /// Sort-and-scan over the group: runs of equal table bits, one popcount per two members.
     fn pairs(&mut self) -> Result<Vec<(F, F)>> {
         let (Some(band_index), Some(k)) = (self.band, self.k) else {
             return Ok(Vec::new());
         };
-        let (bands, bits) = (F::BANDS as i64, i64::from(F::BITS));
-        if !(1..=bands).contains(&band_index) || !(0..=bits).contains(&k) {
-            return exec_err!("band_pairs: band must be in 1..={bands} and k in 0..={bits}");
-        }
+        let plan = match &self.plan {
+            Some(spec) => match BandPlan::cached(spec, F::BITS) {
+                Ok(plan) => plan,
+                Err(e) => return exec_err!("band_pairs: {e}"),
+            },
+            None => Arc::new(BandPlan::default_bands(F::BITS)),
+        };
+        let bits = i64::from(F::BITS);
+        let mask = usize::try_from(band_index)
+            .ok()
+            .and_then(|band| plan.mask(band));
+        let Some(mask) = mask.filter(|_| (0..=bits).contains(&k)) else {
+            return exec_err!(
+                "band_pairs: band must be in 1..={} (the tables of plan {plan}) and k in 0..={bits}",
+                plan.tables()
+            );
+        };
         let (band_index, k) = (band_index as usize, k as u32);
-        let mut keyed: Vec<(u16, F)> = self
+        let mut keyed: Vec<(F, F)> = self
             .fingerprints
             .iter()
-            .map(|&f| (f.band(band_index).unwrap_or(0), f))
+            .map(|&f| (f.masked(mask), f))
             .collect();
         keyed.sort_unstable();
         keyed.dedup();
@@ -228,7 +265,9 @@ impl<F: FingerprintColumn> BandPairs<F> {
         for run in keyed.chunk_by(|a, b| a.0 == b.0) {
             for (i, &(_, a)) in run.iter().enumerate() {
                 for &(_, b) in &run[i + 1..] {
-                    if a.hamming(b) <= k && a.first_shared_band(b) == Some(band_index) {
+                    if a.hamming(b) <= k
+                        && plan.first_shared_band(a.widen(), b.widen()) == Some(band_index)
+                    {
                         pairs.push((a, b));
                     }
                 }
@@ -241,7 +280,7 @@ impl<F: FingerprintColumn> BandPairs<F> {
 impl<F: FingerprintColumn> Accumulator for BandPairs<F> {
     fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
         self.fingerprints.extend(F::values(&values[0])?);
-        self.note_parameters(&values[1], &values[2])
+        self.note_parameters(&values[1], &values[2], values.get(3))
     }
 
     fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
@@ -249,7 +288,7 @@ impl<F: FingerprintColumn> Accumulator for BandPairs<F> {
         for list in lists.iter().flatten() {
             self.fingerprints.extend(F::values(&list)?);
         }
-        self.note_parameters(&states[1], &states[2])
+        self.note_parameters(&states[1], &states[2], states.get(3))
     }
 
     fn state(&mut self) -> Result<Vec<ScalarValue>> {
@@ -264,6 +303,7 @@ impl<F: FingerprintColumn> Accumulator for BandPairs<F> {
             ScalarValue::List(Arc::new(list)),
             ScalarValue::Int64(self.band),
             ScalarValue::Int64(self.k),
+            ScalarValue::Utf8(self.plan.clone()),
         ])
     }
 
@@ -327,8 +367,8 @@ mod tests {
         }
     }
 
-    /// Every band's pairs together are exactly the brute-force pairs within k, each once, for
-    /// 128-bit fingerprints up to k = 7 (eight bands), with planted neighbours at every distance.
+    /// Every table's pairs together are exactly the brute-force pairs within k, each once, for
+    /// 128-bit fingerprints up to k = 11, with planted neighbours at every distance.
     #[test]
     fn wide_fingerprints_all_pairs_within_seven_bits_once() {
         use super::BandPairs;
@@ -339,8 +379,8 @@ mod tests {
         for _ in 0..60 {
             let base = wide();
             fingerprints.push(base);
-            // Neighbours at distances 1..=9, each bit flipped somewhere random.
-            for distance in 1..=9u32 {
+            // Neighbours at distances 1..=12, each bit flipped somewhere random.
+            for distance in 1..=12u32 {
                 let mut f = base;
                 for step in 0..distance {
                     f ^= 1u128 << ((wide() as u32 ^ step.wrapping_mul(37)) % 128);
@@ -350,13 +390,22 @@ mod tests {
         }
         fingerprints.sort_unstable();
         fingerprints.dedup();
-        for k in [0u32, 3, 5, 7] {
+        // Eight 16-bit bands up to k = 7; six multi-index substrings at radius 1 up to k = 11.
+        let plans = [
+            (None, 8, [0u32, 3, 5, 7]),
+            (Some("mih:6:1"), 128, [1, 8, 9, 11]),
+        ];
+        for (k, plan, tables) in plans
+            .iter()
+            .flat_map(|&(plan, tables, ks)| ks.map(|k| (k, plan, tables)))
+        {
             let mut found = Vec::new();
-            for band in 1..=8 {
+            for band in 1..=tables {
                 let mut group = BandPairs::<u128> {
                     fingerprints: fingerprints.clone(),
                     band: Some(band),
                     k: Some(i64::from(k)),
+                    plan: plan.map(str::to_string),
                     ..Default::default()
                 };
                 found.extend(group.pairs().unwrap());

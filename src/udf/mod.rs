@@ -1,6 +1,7 @@
 //! The project's SQL functions, one file each. They are stateless (every option is a literal
 //! argument), so the same plan can be shipped to other executors.
 
+mod band_key;
 mod band_pairs;
 mod bucket;
 mod hamming;
@@ -11,6 +12,7 @@ use std::sync::Arc;
 use datafusion::execution::FunctionRegistry;
 use datafusion::logical_expr::ScalarUDF;
 
+pub use band_key::{band_key_udf, shared_band_udf};
 pub(crate) use band_pairs::FingerprintColumn;
 pub use band_pairs::band_pairs_udaf;
 pub use bucket::bucket_udf;
@@ -27,6 +29,8 @@ pub fn functions() -> Vec<Arc<ScalarUDF>> {
         clean_text_udf(),
         hamming_udf(),
         bucket_udf(),
+        band_key_udf(),
+        shared_band_udf(),
     ]
 }
 

@@ -94,7 +94,10 @@ pub fn make_parquet(path: &Path, select: &str) {
     // order, representatives and group numbers, the same on every run.
     neardup_ok(&[
         "query",
-        &format!("COPY (SELECT * FROM ({select}) ORDER BY 1) TO '{}'", path_str(path)),
+        &format!(
+            "COPY (SELECT * FROM ({select}) ORDER BY 1) TO '{}'",
+            path_str(path)
+        ),
     ]);
 }
 

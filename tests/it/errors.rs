@@ -24,10 +24,42 @@ fn text_column_of_the_wrong_type() {
 }
 
 #[test]
-fn k_beyond_the_band_plan_is_refused() {
+fn k_beyond_the_band_plans_and_plans_short_of_k_are_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let message = failing_sample_run(dir.path(), &["--k", "4"], 2);
-    assert!(message.contains("0..=3"), "{message}");
+    let message = failing_sample_run(dir.path(), &["--k", "9"], 2);
+    assert!(message.contains("0..=8"), "{message}");
+    let message = failing_sample_run(dir.path(), &["--k", "5", "--plan", "bands:4"], 2);
+    assert!(message.contains("only up to k = 3"), "{message}");
+    let message = failing_sample_run(dir.path(), &["--plan", "lsh"], 2);
+    assert!(message.contains("unknown plan"), "{message}");
+}
+
+#[test]
+fn plan_compares_the_plans_and_reads_signatures() {
+    let out = neardup_ok(&["plan", "--docs", "10000000", "--k", "6"]);
+    let chosen = out.lines().find(|l| l.ends_with("<- chosen")).unwrap();
+    assert!(!chosen.starts_with("bands"), "{out}");
+    assert!(out.contains("--plan "), "{out}");
+    let dir = tempfile::tempdir().unwrap();
+    let output = dir.path().join("out");
+    neardup_ok(&[
+        "run",
+        "--input",
+        path_str(&fixture("sample.parquet")),
+        "--output",
+        path_str(&output),
+        "--quiet",
+    ]);
+    let signatures = output.join("signatures");
+    let out = neardup_ok(&["plan", "--signatures", path_str(&signatures), "--k", "3"]);
+    // 13 distinct fingerprints among the sample's 20 documents, all of them sampled.
+    assert!(
+        out.starts_with("k = 3, 13 distinct 64-bit fingerprints"),
+        "{out}"
+    );
+    assert!(out.contains('*'), "sampled counts are marked: {out}");
+    let refused = neardup(&["plan", "--k", "9"]);
+    assert_eq!(refused.status.code(), Some(2));
 }
 
 #[test]

@@ -1,25 +1,26 @@
 //! The matching stages against an oracle: random 64-bit fingerprints with planted neighbours at
-//! distances 0..=4, through `neardup match` (the same SQL stages `run` uses), compared with a
-//! brute-force all-pairs scan and a breadth-first clustering written independently here.
+//! distances 0..=9, through `neardup match` (the same SQL stages `run` uses), compared with a
+//! brute-force all-pairs scan and a breadth-first clustering written independently here, for
+//! every k in 0..=8, both strategies, and every band plan scheme.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use datafusion::arrow::array::AsArray;
 use datafusion::arrow::datatypes::{Int64Type, UInt8Type, UInt64Type};
 
-use crate::common::{SplitMix64, neardup_ok, path_str, query, write_fingerprints};
+use crate::common::{SplitMix64, path_str, query, summary, write_fingerprints};
 
 /// Rows in input order: (id, fingerprint). Ids run backwards so that "first in input order"
 /// and "smallest id" disagree, and the test can tell which rule the job applied.
 fn planted_fingerprints() -> Vec<(i64, u64)> {
     let mut rng = SplitMix64(42);
     let mut fingerprints: Vec<u64> = (0..1500).map(|_| rng.next_u64()).collect();
-    // Neighbours at distance 0..=4 from random earlier fingerprints.
-    for i in 0..700u64 {
+    // Neighbours at distance 0..=9 from random earlier fingerprints.
+    for i in 0..1000u64 {
         let base = fingerprints[rng.below(fingerprints.len())];
         let mut neighbour = base;
         let mut flipped = BTreeSet::new();
-        while flipped.len() < (i % 5) as usize {
+        while flipped.len() < (i % 10) as usize {
             flipped.insert(rng.below(64));
         }
         for bit in flipped {
@@ -44,6 +45,12 @@ fn planted_fingerprints() -> Vec<(i64, u64)> {
         if i % 10 == 0 {
             fingerprints.push(f ^ (1 << (16 + rng.below(48))));
         }
+    }
+    // Fingerprints that agree on their top 32 bits: they share two of four bands and many
+    // permutation tables, so only the first shared table may report a pair.
+    let top = rng.next_u64() & !0xFFFF_FFFF;
+    for _ in 0..300 {
+        fingerprints.push(top | (rng.next_u64() & 0xFFFF_FFFF));
     }
     let n = fingerprints.len() as i64;
     fingerprints
@@ -118,15 +125,36 @@ fn bfs_groups(rows: &[(i64, u64)], pairs: &[(i64, i64, u8)]) -> Vec<(i64, u64, i
     groups
 }
 
+/// One matching to check: k, strategy, `--plan`, and rows per candidate pass (None: default).
+type Case = (u32, &'static str, &'static str, Option<&'static str>);
+
+fn cases() -> Vec<Case> {
+    let mut cases: Vec<Case> = (0..=8).map(|k| (k, "scan", "auto", None)).collect();
+    for k in [5, 8] {
+        for plan in ["bands", "mih", "permutation"] {
+            cases.push((k, "scan", plan, None));
+        }
+    }
+    cases.extend([
+        (3, "join", "auto", None),
+        (7, "join", "mih", None),
+        (2, "scan", "bands:4", None),
+        // A few tables per pass: the pairs of many passes make one table.
+        (6, "scan", "permutation", Some("20000")),
+    ]);
+    cases
+}
+
 #[tokio::test]
-async fn pairs_and_groups_equal_brute_force_for_every_k_and_strategy() {
+async fn pairs_and_groups_equal_brute_force_for_every_k_plan_and_strategy() {
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("fingerprints.parquet");
     let rows = planted_fingerprints();
     write_fingerprints(&input, &rows);
-    for (k, matching) in (0..=3u32).flat_map(|k| ["scan", "join"].map(|m| (k, m))) {
-        let output = dir.path().join(format!("k{k}-{matching}"));
-        neardup_ok(&[
+    for (case, (k, matching, plan, rows_per_pass)) in cases().into_iter().enumerate() {
+        let output = dir.path().join(format!("case{case}"));
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_neardup"));
+        command.args([
             "match",
             "--signatures",
             path_str(&input),
@@ -136,11 +164,32 @@ async fn pairs_and_groups_equal_brute_force_for_every_k_and_strategy() {
             &k.to_string(),
             "--matching",
             matching,
+            "--plan",
+            plan,
+            "--quiet",
         ]);
+        if let Some(rows) = rows_per_pass {
+            command.env("NEARDUP_ROWS_PER_PASS", rows);
+        }
+        let out = command.output().unwrap();
+        assert!(
+            out.status.success(),
+            "k = {k}, {matching}, {plan}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let ran = summary(&output)["plan"].clone();
+        let ran_plan = ran["plan"].as_str().unwrap().to_string();
+        if plan != "auto" {
+            assert!(ran_plan.starts_with(plan), "{plan} ran as {ran_plan}");
+        }
+        if rows_per_pass.is_some() {
+            assert!(ran["passes"].as_u64().unwrap() > 1, "{ran}");
+        }
+        let matching = format!("{matching}, {ran_plan}");
 
         let expected_pairs = brute_force_pairs(&rows, k);
         assert!(
-            expected_pairs.len() > 100,
+            expected_pairs.len() > 100 + 50 * k as usize,
             "the planted data must exercise k = {k}"
         );
         let batches = query(

@@ -251,10 +251,10 @@ async fn wide_fingerprints_find_every_pair_within_seven_bits() {
 #[test]
 fn wide_fingerprint_limits_are_usage_errors() {
     let dir = tempfile::tempdir().unwrap();
-    let m = failing_sample_run(dir.path(), &["--bits", "128", "--k", "8"], 2);
-    assert!(m.contains("0..=7"), "{m}");
-    let m = failing_sample_run(dir.path(), &["--k", "4"], 2);
-    assert!(m.contains("0..=3"), "{m}");
+    let m = failing_sample_run(dir.path(), &["--bits", "128", "--k", "17"], 2);
+    assert!(m.contains("0..=16"), "{m}");
+    let m = failing_sample_run(dir.path(), &["--k", "9"], 2);
+    assert!(m.contains("0..=8"), "{m}");
     let m = failing_sample_run(dir.path(), &["--bits", "128", "--matching", "join"], 2);
     assert!(m.contains("--matching scan"), "{m}");
     let m = failing_sample_run(dir.path(), &["--bits", "64", "--features", "bits=128"], 2);
