@@ -25,7 +25,7 @@ COPY (
         FROM (
             SELECT band_pairs(simhash, band, ${k}, ${plan}) AS pairs
             FROM band_rows
-            GROUP BY band, band_key(simhash, band, ${plan}) % 16
+            GROUP BY band, band_key(simhash, band, ${plan}) % arrow_cast(16, 'UInt64')
         )
     )
 ) TO ${fingerprint_pairs_dir} STORED AS PARQUET;

@@ -47,9 +47,10 @@ pub enum Command {
 
 /// `--plan` on `run` and `match`.
 const PLAN_HELP: &str = "Band plan that finds the candidate pairs: auto (the planner picks the \
-cheapest for the fingerprints at hand), bands[:B], mih[:M[:R]] (multi-index hashing: M substrings \
-searched within radius R), permutation[:B[:D]] (Manku's tables: B blocks, any D differing). A \
-scheme without numbers lets the planner pick them; see `neardup plan`.";
+cheapest for the fingerprints at hand), bands[:B] (B bands; bands alone: k + 1), mih[:M[:R]] \
+(multi-index hashing: M substrings searched within radius R; mih:M: R = k / M), \
+permutation[:B[:D]] (Manku's tables: B blocks, any D differing; D defaults to k). mih or \
+permutation alone lets the planner pick the numbers; see `neardup plan`.";
 
 #[derive(Debug, Args)]
 #[command(
@@ -214,7 +215,7 @@ pub struct RunArgs {
           value_parser = parse_features)]
     pub features: FeatureOptions,
     /// Fingerprint width: 64 (UInt64, four 16-bit buckets) or 128 (FixedSizeBinary(16),
-    /// bucket1..bucket8, k up to 7), for finer distinctions between long texts. The same as
+    /// bucket1..bucket8, k up to 16), for finer distinctions between long texts. The same as
     /// --features bits=N.
     #[arg(long, value_parser = ["64", "128"], value_name = "64|128")]
     pub bits: Option<String>,

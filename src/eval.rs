@@ -245,9 +245,8 @@ pub async fn eval(options: &EvalOptions) -> Result<String> {
     let note = (high > run_k).then(|| {
         format!(
             "the run matched at k = {run_k}, so only k up to {run_k} can be scored from its pairs \
-             (run again with a larger --k; {} 16-bit bands of {bits} bits support k up to {})",
-            bits / 16,
-            bits / 16 - 1
+             (run again with a larger --k; {bits}-bit fingerprints support k up to {})",
+            bits / 8
         )
     });
     let ks: Vec<u32> = (low..=high.min(run_k)).collect();

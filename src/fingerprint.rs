@@ -18,8 +18,6 @@ pub const BANDS: usize = 4;
 pub trait Fingerprint: Copy + Ord + Hash + Debug + Send + Sync + 'static {
     const BITS: u32;
     const BANDS: usize = (Self::BITS / 16) as usize;
-    /// The largest k every pair within which the bands find.
-    const MAX_K: u32 = Self::BANDS as u32 - 1;
 
     fn hamming(self, other: Self) -> u32;
     /// The value as 128 bits (a 64-bit fingerprint in the low half), as band plans take it.
@@ -279,8 +277,6 @@ mod tests {
     fn wide_fingerprints_have_eight_bands() {
         let f: u128 = 0x1111_2222_3333_4444_5555_6666_7777_8888;
         assert_eq!(<u128 as Fingerprint>::BANDS, 8);
-        assert_eq!(<u128 as Fingerprint>::MAX_K, 7);
-        assert_eq!(<u64 as Fingerprint>::MAX_K, 3);
         assert_eq!(f.band(1), Some(0x1111));
         assert_eq!(f.band(8), Some(0x8888));
         assert_eq!(f.band(9), None);

@@ -18,7 +18,6 @@ use crate::fingerprint::BANDS;
 use crate::input::{self, Corpus, quote_ident, quote_literal};
 use crate::output::{SUMMARY_FILE, StagingDir};
 use crate::pipeline::{self, Matching, Params};
-use crate::plan::BandPlan;
 use crate::summary::{Counts, Parameters, PlanReport, StageTime, Summary};
 use crate::text::{FeatureOptions, Featurizer};
 use crate::udf::FingerprintColumn;
@@ -82,9 +81,7 @@ pub fn check_k(k: u32, bits: u32, plan: &str) -> Result<()> {
              an eighth of the bits the band plans compare most of the corpus with itself"
         )));
     }
-    if plan != "auto" {
-        BandPlan::parse(plan, bits, k).map_err(|e| Error::Usage(format!("--plan: {e}")))?;
-    }
+    crate::planner::plans_asked(plan, k, bits).map_err(|e| Error::Usage(format!("--plan: {e}")))?;
     Ok(())
 }
 
@@ -394,27 +391,8 @@ async fn run_matching(
 /// a sample of them for real key sizes), with the passes that keep rows per pass bounded.
 async fn choose_plan(ctx: &SessionContext, spec: &str, k: u32, bits: u32) -> Result<PlanReport> {
     let n = count_rows(ctx, "fingerprints").await?;
-    let (plan, chosen_by) = if spec == "auto" {
-        (None, "planner")
-    } else {
-        let plan =
-            BandPlan::parse(spec, bits, k).map_err(|e| Error::Usage(format!("--plan: {e}")))?;
-        (
-            plan,
-            if spec.contains(':') {
-                "--plan"
-            } else {
-                "planner, --plan scheme"
-            },
-        )
-    };
-    let candidates = match plan {
-        Some(plan) => vec![plan],
-        None => crate::planner::plans_for(k, bits)
-            .into_iter()
-            .filter(|p| spec == "auto" || p.to_string().starts_with(&format!("{spec}:")))
-            .collect(),
-    };
+    let (candidates, chosen_by) = crate::planner::plans_asked(spec, k, bits)
+        .map_err(|e| Error::Usage(format!("--plan: {e}")))?;
     let sample = sample_fingerprints(ctx, bits).await?;
     let best = crate::planner::estimate(candidates, n, &sample)
         .into_iter()

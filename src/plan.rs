@@ -38,8 +38,10 @@ pub enum Scheme {
     /// minus any `radius` of its bits is a table (C(width, radius) tables per substring), and the
     /// table whose removed bits contain D (pad D with other bits of the substring; it has at least
     /// `radius` bits) is one both fingerprints agree on. Removing bits from both sides, rather than
-    /// probing the neighbours of one side, keeps it a self-join of one relation with the same
-    /// candidates up to a small factor.
+    /// probing the neighbours of one side, keeps it a self-join of one relation. At radius 1 it
+    /// compares about as many pairs as probing (16 tables of 15 bits per 16-bit substring against
+    /// 16 probes of 16 bits); at radius r it has C(w, r) tables of w - r bits, more candidates
+    /// than probing, which the planner's estimate counts.
     MultiIndex { substrings: u32, radius: u32 },
     /// Permutation tables (Manku, Jain and Das Sarma 2007): `blocks` contiguous blocks; one table
     /// for every choice of `differing` blocks, keyed on all the other blocks.
@@ -55,8 +57,10 @@ impl Scheme {
     /// The largest k the scheme finds every pair within.
     pub fn max_k(self) -> u32 {
         match self {
-            Scheme::Bands { bands } => bands - 1,
-            Scheme::MultiIndex { substrings, radius } => substrings * (radius + 1) - 1,
+            Scheme::Bands { bands } => bands.saturating_sub(1),
+            Scheme::MultiIndex { substrings, radius } => substrings
+                .saturating_mul(radius.saturating_add(1))
+                .saturating_sub(1),
             Scheme::Permutation { differing, .. } => differing,
         }
     }
@@ -88,9 +92,10 @@ impl BandPlan {
                 let mut masks = Vec::new();
                 for substring in substrings {
                     let positions = set_bits(substring);
-                    if (radius as usize) > positions.len() {
+                    // A radius as wide as the substring would leave a table with no key bits.
+                    if (radius as usize) >= positions.len() {
                         return Err(format!(
-                            "radius {radius} is wider than a substring of {} bits",
+                            "radius {radius} leaves no key bits in a substring of {} bits",
                             positions.len()
                         ));
                     }
@@ -172,8 +177,7 @@ impl BandPlan {
             ("permutation", &[blocks, differing]) => Scheme::Permutation { blocks, differing },
             _ => {
                 return Err(format!(
-                    "unknown plan '{spec}'; write auto, bands[:B], mih[:M[:R]] or \
-                     permutation[:B[:D]]"
+                    "unknown plan '{spec}'; write bands[:B], mih[:M[:R]] or permutation[:B[:D]]"
                 ));
             }
         };
@@ -199,9 +203,13 @@ impl BandPlan {
         if let Some(found) = cache.get(&key) {
             return Ok(Arc::clone(found));
         }
-        // A canonical spec names every number, so k does not matter here.
+        // Only a canonical spec, every number named (the job passes nothing else): a short one
+        // would be filled in for some k, silently not the caller's.
         let plan = Self::parse(spec, bits, 0)?
-            .ok_or_else(|| format!("plan '{spec}' needs its numbers (e.g. mih:4:1)"))?;
+            .filter(|plan| plan.to_string() == spec)
+            .ok_or_else(|| {
+                format!("plan '{spec}' must name all its numbers (e.g. bands:4, mih:4:1, permutation:10:8)")
+            })?;
         let plan = Arc::new(plan);
         cache.insert(key, Arc::clone(&plan));
         Ok(plan)

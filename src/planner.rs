@@ -12,9 +12,10 @@ use std::fmt::Write as _;
 use crate::plan::{BandPlan, MAX_TABLES, Scheme};
 
 /// Seconds per row (one fingerprint in one table: unnest, grouping, sort), and per candidate
-/// (one popcount inside a run of equal keys), from `cargo bench --bench matching -- plans`.
-pub const SECONDS_PER_ROW: f64 = 80e-9;
-pub const SECONDS_PER_CANDIDATE: f64 = 3e-9;
+/// (one popcount inside a run of equal keys), on two cores: fitted to `cargo bench --bench
+/// plans` at 1M fingerprints (56-71 ns per row, 0.54-0.55 ns per candidate; docs/BENCHMARKS.md).
+pub const SECONDS_PER_ROW: f64 = 65e-9;
+pub const SECONDS_PER_CANDIDATE: f64 = 0.55e-9;
 
 /// Fingerprints the planner samples to count real candidates.
 pub const SAMPLE: usize = 20_000;
@@ -56,6 +57,36 @@ pub fn plans_for(k: u32, bits: u32) -> Vec<BandPlan> {
         .filter_map(|s| BandPlan::new(s, bits).ok())
         .filter(|p| p.max_k() >= k)
         .collect()
+}
+
+/// The plans `--plan` leaves to choose from, and who chose: every plan for k (`auto`), those of
+/// one scheme (`mih`, `permutation`), or the one named.
+pub fn plans_asked(spec: &str, k: u32, bits: u32) -> Result<(Vec<BandPlan>, &'static str), String> {
+    let spec = spec.trim();
+    if spec == "auto" {
+        return Ok((plans_for(k, bits), "planner"));
+    }
+    let parsed = BandPlan::parse(spec, bits, k).map_err(|e| {
+        if e.starts_with("unknown plan") {
+            format!("{e}, or auto (the planner's choice)")
+        } else {
+            e
+        }
+    })?;
+    if let Some(plan) = parsed {
+        return Ok((vec![plan], "--plan"));
+    }
+    let prefix = format!("{spec}:");
+    let plans: Vec<BandPlan> = plans_for(k, bits)
+        .into_iter()
+        .filter(|p| p.to_string().starts_with(&prefix))
+        .collect();
+    if plans.is_empty() {
+        return Err(format!(
+            "no {spec} plan beyond the bands themselves at k = {k}; use --plan bands or auto"
+        ));
+    }
+    Ok((plans, "planner, --plan scheme"))
 }
 
 /// Estimates each plan for `n` distinct fingerprints, cheapest first. `sample` holds some of

@@ -54,7 +54,13 @@ fn plan_of(function: &str, plan: &ColumnarValue, fingerprint: &DataType) -> Resu
             }
         }
         other => exec_err!(
-            "{function}: the plan must be a text literal such as 'bands:4', got {other:?}"
+            "{function}: the plan must be a text literal such as 'bands:4', got a {} {}",
+            other.data_type(),
+            if matches!(other, ColumnarValue::Array(_)) {
+                "column"
+            } else {
+                "value"
+            }
         ),
     }
 }
@@ -244,7 +250,7 @@ mod tests {
             ),
             (
                 "SELECT band_key(arrow_cast(1, 'UInt64'), 1, 'mih')",
-                "needs its numbers",
+                "must name all its numbers",
             ),
         ] {
             let err = async { context().sql(query).await?.collect().await }

@@ -243,16 +243,22 @@ impl<F: FingerprintColumn> BandPairs<F> {
             },
             None => Arc::new(BandPlan::default_bands(F::BITS)),
         };
-        let bits = i64::from(F::BITS);
         let mask = usize::try_from(band_index)
             .ok()
             .and_then(|band| plan.mask(band));
-        let Some(mask) = mask.filter(|_| (0..=bits).contains(&k)) else {
+        let Some(mask) = mask else {
             return exec_err!(
-                "band_pairs: band must be in 1..={} (the tables of plan {plan}) and k in 0..={bits}",
+                "band_pairs: band {band_index} is not a table of plan {plan} (1..={})",
                 plan.tables()
             );
         };
+        // Beyond the plan's k some pairs share no table: refuse rather than miss them.
+        if !(0..=i64::from(plan.max_k())).contains(&k) {
+            return exec_err!(
+                "band_pairs: k = {k} but plan {plan} finds every pair only up to k = {}",
+                plan.max_k()
+            );
+        }
         let (band_index, k) = (band_index as usize, k as u32);
         let mut keyed: Vec<(F, F)> = self
             .fingerprints
@@ -430,7 +436,19 @@ mod tests {
     async fn k_filters_inside_the_group() {
         assert!(pairs_at(1, 0).await.is_empty());
         assert_eq!(pairs_at(1, 1).await.len(), 1);
-        // At k = 64 every two fingerprints sharing band 1 are a pair: all three do.
-        assert_eq!(pairs_at(1, 64).await.len(), 3);
+        // The third fingerprint shares band 1 but is too far even at the bands' largest k.
+        assert_eq!(pairs_at(1, 3).await.len(), 1);
+        // Beyond it the four bands would miss pairs: refused, not answered wrongly.
+        let err = async {
+            crate::udf::test_util::context()
+                .sql("SELECT band_pairs(arrow_cast(1, 'UInt64'), 1, 4)")
+                .await?
+                .collect()
+                .await
+        }
+        .await
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("only up to k = 3"), "{err}");
     }
 }

@@ -31,7 +31,14 @@ fn k_beyond_the_band_plans_and_plans_short_of_k_are_refused() {
     let message = failing_sample_run(dir.path(), &["--k", "5", "--plan", "bands:4"], 2);
     assert!(message.contains("only up to k = 3"), "{message}");
     let message = failing_sample_run(dir.path(), &["--plan", "lsh"], 2);
-    assert!(message.contains("unknown plan"), "{message}");
+    assert!(
+        message.contains("unknown plan") && message.contains("auto"),
+        "{message}"
+    );
+    // Multi-index hashing needs k >= 2 to differ from the bands; said before any work.
+    let message = failing_sample_run(dir.path(), &["--k", "1", "--plan", "mih"], 2);
+    assert!(message.contains("use --plan bands"), "{message}");
+    assert!(!message.contains("signatures"), "{message}");
 }
 
 #[test]

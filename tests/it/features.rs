@@ -296,7 +296,7 @@ fn eval_scores_a_wide_run() {
         report["note"]
             .as_str()
             .unwrap()
-            .contains("8 16-bit bands of 128 bits"),
+            .contains("128-bit fingerprints support k up to 16"),
         "{report}"
     );
     assert_eq!(report["rows"][6]["true_positives"], 1);
