@@ -229,9 +229,13 @@ pub struct ConsoleArgs {
     /// Partitions run in parallel [default: the number of cores].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     pub threads: Option<u16>,
-    /// Print nothing but errors (no stage times, no summary).
-    #[arg(long, short)]
+    /// Print nothing but errors (no stage times, no progress bars, no summary).
+    #[arg(long, short, conflicts_with = "verbose")]
     pub quiet: bool,
+    /// Also log each stage's SQL as it runs and the planner's comparison (the same as
+    /// RUST_LOG=neardup=debug; RUST_LOG=datafusion=debug adds DataFusion's own log).
+    #[arg(long, short)]
+    pub verbose: bool,
 }
 
 impl ConsoleArgs {
@@ -316,6 +320,12 @@ pub struct QueryArgs {
 
 /// Runs one command; the caller turns an error into a message and an exit code.
 pub async fn execute(cli: Cli) -> Result<()> {
+    let verbose = match &cli.command {
+        Command::Run(args) => args.console.verbose,
+        Command::Match(args) => args.console.verbose,
+        _ => false,
+    };
+    crate::logging::init(verbose);
     match cli.command {
         Command::Run(args) => {
             let options = RunOptions {

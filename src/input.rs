@@ -16,6 +16,8 @@ use crate::error::{Error, Result};
 pub struct Corpus {
     pub files: Vec<PathBuf>,
     pub schema: SchemaRef,
+    /// Rows in all the files, from their Parquet footers.
+    pub rows: u64,
 }
 
 /// Expands files, folders (searched recursively for `*.parquet`) and glob patterns into a list
@@ -108,8 +110,10 @@ fn collect_parquet_files(dir: &Path, files: &mut Vec<PathBuf>) -> Result<()> {
 /// Reads the footer of every file (no data) and checks that the schemas agree.
 pub fn inspect(files: Vec<PathBuf>) -> Result<Corpus> {
     let mut schema: Option<SchemaRef> = None;
+    let mut rows = 0;
     for file in &files {
-        let file_schema = read_schema(file)?;
+        let (file_schema, file_rows) = read_schema(file)?;
+        rows += file_rows;
         match &schema {
             None => schema = Some(file_schema),
             Some(first) => {
@@ -124,7 +128,11 @@ pub fn inspect(files: Vec<PathBuf>) -> Result<Corpus> {
         }
     }
     let schema = schema.ok_or_else(|| Error::Input("no input files".into()))?;
-    Ok(Corpus { files, schema })
+    Ok(Corpus {
+        files,
+        schema,
+        rows,
+    })
 }
 
 impl Corpus {
@@ -213,7 +221,8 @@ fn is_string(data_type: &DataType) -> bool {
     )
 }
 
-fn read_schema(file: &Path) -> Result<SchemaRef> {
+/// The schema and row count of a Parquet file, from its footer.
+fn read_schema(file: &Path) -> Result<(SchemaRef, u64)> {
     let handle = File::open(file).map_err(|e| Error::io(file, e))?;
     let size = handle.metadata().map_err(|e| Error::io(file, e))?.len();
     if size == 0 {
@@ -228,7 +237,8 @@ fn read_schema(file: &Path) -> Result<SchemaRef> {
             file.display()
         ))
     })?;
-    Ok(builder.schema().clone())
+    let rows = builder.metadata().file_metadata().num_rows().max(0) as u64;
+    Ok((builder.schema().clone(), rows))
 }
 
 /// Describes the first difference in column names or types, ignoring metadata.

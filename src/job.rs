@@ -133,6 +133,8 @@ impl Stopwatch {
         self.stages.push(StageTime {
             stage: stage.to_string(),
             seconds,
+            rows: None,
+            peak_rss_bytes: crate::summary::peak_rss_bytes(),
         });
         pause_for_tests(stage);
         Ok(value)
@@ -216,12 +218,12 @@ pub async fn run(options: &RunOptions) -> Result<Summary> {
         clock
             .time("check ids", check_ids(&ctx, &corpus, &options.id_column))
             .await?;
-        clock
-            .time(
-                "signatures",
-                pipeline::run_stage(&ctx, &pipeline::SIGNATURES, &params),
-            )
-            .await?;
+        let show = !options.console.quiet;
+        let signatures = async {
+            let _bar = crate::progress::StageBar::documents(corpus.rows, show);
+            pipeline::run_stage(&ctx, &pipeline::SIGNATURES, &params).await
+        };
+        clock.time("signatures", signatures).await?;
         let plan = run_matching(&ctx, &params, options, &mut clock).await?;
         clock
             .time(
@@ -353,6 +355,7 @@ async fn run_matching(
         );
     }
     let candidates = async {
+        let bar = crate::progress::StageBar::passes(report.passes as u64, !asked.quiet);
         let per_pass = report.tables.div_ceil(report.passes.max(1));
         for pass in 0..report.passes {
             let from = 1 + pass * per_pass;
@@ -363,6 +366,7 @@ async fn run_matching(
                 .set("band_from", from.to_string())
                 .set("band_to", to.to_string());
             pipeline::run_stage(ctx, &asked.matching.candidates_stage(), &params).await?;
+            bar.advance();
         }
         pipeline::run_stage(ctx, &pipeline::CANDIDATES_TABLE, params).await
     };
@@ -394,7 +398,13 @@ async fn choose_plan(ctx: &SessionContext, spec: &str, k: u32, bits: u32) -> Res
     let (candidates, chosen_by) = crate::planner::plans_asked(spec, k, bits)
         .map_err(|e| Error::Usage(format!("--plan: {e}")))?;
     let sample = sample_fingerprints(ctx, bits).await?;
-    let best = crate::planner::estimate(candidates, n, &sample)
+    let estimates = crate::planner::estimate(candidates, n, &sample);
+    log::debug!(
+        "plans for k = {k}, {n} distinct fingerprints, {} sampled:\n{}",
+        sample.len(),
+        crate::planner::table(&estimates)
+    );
+    let best = estimates
         .into_iter()
         .next()
         .ok_or_else(|| Error::Usage(format!("--plan {spec}: no such plan is exact for k = {k}")))?;
@@ -592,6 +602,18 @@ fn finish(
     if work.exists() {
         std::fs::remove_dir_all(&work).map_err(|e| Error::io(&work, e))?;
     }
+    let mut stages = clock.stages;
+    for stage in &mut stages {
+        stage.rows = match stage.stage.as_str() {
+            "signatures" => Some(counts.documents),
+            "fingerprints" => Some(counts.distinct_fingerprints),
+            "candidates" => Some(counts.fingerprint_pairs),
+            "pairs" => Some(counts.pairs),
+            "groups" => Some(counts.grouped_documents),
+            "dedup" => counts.documents_kept,
+            _ => None,
+        };
+    }
     let summary = Summary {
         neardup_version: env!("CARGO_PKG_VERSION").to_string(),
         command: command.to_string(),
@@ -603,7 +625,7 @@ fn finish(
             .map(|f| f.display().to_string())
             .collect(),
         counts,
-        stages: clock.stages,
+        stages,
         total_seconds: clock.started.elapsed().as_secs_f64(),
         peak_rss_bytes: crate::summary::peak_rss_bytes(),
     };

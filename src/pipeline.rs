@@ -138,6 +138,8 @@ pub async fn run_statements(ctx: &SessionContext, sql: &str, origin: &str) -> Re
     let state = ctx.state();
     for (number, statement) in statements.into_iter().enumerate() {
         let what = || format!("{origin}, statement {}", number + 1);
+        log::debug!("{}:\n{statement}", what());
+        let started = std::time::Instant::now();
         let plan = state.statement_to_plan(statement).await.context(what)?;
         let folder_copy = match &plan {
             LogicalPlan::Copy(copy) if copy.output_url.ends_with('/') => Some((
@@ -155,6 +157,7 @@ pub async fn run_statements(ctx: &SessionContext, sql: &str, origin: &str) -> Re
         if let Some((folder, schema)) = folder_copy {
             ensure_table_file(&folder, schema)?;
         }
+        log::debug!("{}: {:.3} s", what(), started.elapsed().as_secs_f64());
     }
     Ok(())
 }

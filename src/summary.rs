@@ -83,6 +83,13 @@ pub struct Counts {
 pub struct StageTime {
     pub stage: String,
     pub seconds: f64,
+    /// Rows the stage wrote: documents signed, distinct fingerprints, fingerprint pairs, document
+    /// pairs, grouped documents, documents kept (none for stages that write no table).
+    #[serde(default)]
+    pub rows: Option<u64>,
+    /// The process's peak resident memory when the stage ended (VmHWM, Linux).
+    #[serde(default)]
+    pub peak_rss_bytes: Option<u64>,
 }
 
 impl Summary {

@@ -173,6 +173,7 @@ impl ScalarUDFImpl for TextFunc {
             DataType::Null => self.apply(&featurizer, std::iter::repeat_n(None, array.len()))?,
             other => return exec_err!("{} expects text, got {other}", self.name()),
         };
+        crate::progress::count_signed(array.len());
         if scalar {
             return Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(
                 &result, 0,

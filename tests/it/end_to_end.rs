@@ -169,6 +169,23 @@ async fn sample_run_finds_the_planted_groups() {
     assert_eq!(counts["documents_kept"], DOCUMENTS - 7);
     assert_eq!(counts["pairs"], expected_pairs.len());
     assert_eq!(summary["parameters"]["k"], 3);
+    // Per stage: the rows it wrote (as counted above) and the peak memory so far.
+    let stage = |name: &str| {
+        summary["stages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["stage"] == name)
+            .unwrap_or_else(|| panic!("no stage {name}: {summary}"))
+            .clone()
+    };
+    assert_eq!(stage("signatures")["rows"], DOCUMENTS);
+    assert_eq!(stage("candidates")["rows"], counts["fingerprint_pairs"]);
+    assert_eq!(stage("pairs")["rows"], expected_pairs.len());
+    assert_eq!(stage("dedup")["rows"], DOCUMENTS - 7);
+    assert!(stage("plan")["rows"].is_null());
+    assert!(stage("groups")["peak_rss_bytes"].as_u64().unwrap() > 1 << 20);
+    assert_eq!(summary["plan"]["plan"], "bands:4");
     assert!(output.join("_SUCCESS").is_file());
     assert!(
         !output.join("_work").exists(),
@@ -385,6 +402,26 @@ async fn quiet_and_one_thread_give_the_same_groups() {
             .to_string()
     };
     assert_eq!(groups(all).await, groups(one).await);
+    // --verbose logs each stage's SQL and the planner's comparison; no bar off a terminal.
+    let verbose = neardup(&[
+        "run",
+        "--input",
+        path_str(&input),
+        "--output",
+        path_str(&dir.path().join("verbose")),
+        "--verbose",
+    ]);
+    let log = stderr(&verbose);
+    assert!(verbose.status.success(), "{log}");
+    assert!(
+        log.contains("sql/03_candidates_scan.sql, statement 2:\nCOPY"),
+        "{log}"
+    );
+    assert!(log.contains("<- chosen"), "{log}");
+    assert!(
+        !log.contains("documents ("),
+        "a progress bar off a terminal: {log}"
+    );
     let zero = neardup(&[
         "run",
         "--input",
