@@ -34,9 +34,8 @@ impl StageBar {
             };
         }
         let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
-        let template = format!(
-            "neardup: {{prefix:<12}} [{{bar:24}}] {{pos}}/{{len}} {unit}, eta {{eta}}"
-        );
+        let template =
+            format!("neardup: {{prefix:<12}} [{{bar:24}}] {{pos}}/{{len}} {unit}, eta {{eta}}");
         if let Ok(style) = ProgressStyle::with_template(&template) {
             bar.set_style(style.progress_chars("=> "));
         }
