@@ -6,7 +6,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::error::Result;
 use crate::job::{self, MatchOptions, RunOptions};
-use crate::pipeline::Matching;
+use crate::pipeline::{Matching, PairsListed};
 use crate::query::{self, Format, QueryOptions};
 use crate::summary::Summary;
 use crate::text::FeatureOptions;
@@ -206,6 +206,11 @@ pub struct RunArgs {
     pub matching: Matching,
     #[arg(long, default_value = "auto", value_name = "PLAN", help = PLAN_HELP)]
     pub plan: String,
+    /// Which document pairs the pairs table lists: all (every pair within k; a page copied m
+    /// times gives m(m-1)/2 rows), or star (each document with the first of its fingerprint,
+    /// fingerprint pairs by their first documents; the same groups, rows linear in documents).
+    #[arg(long, value_enum, default_value_t = PairsListed::All)]
+    pub pairs: PairsListed,
     /// Replace --output if it already holds a neardup output.
     #[arg(long)]
     pub overwrite: bool,
@@ -290,6 +295,11 @@ pub struct MatchArgs {
     pub matching: Matching,
     #[arg(long, default_value = "auto", value_name = "PLAN", help = PLAN_HELP)]
     pub plan: String,
+    /// Which document pairs the pairs table lists: all (every pair within k; a page copied m
+    /// times gives m(m-1)/2 rows), or star (each document with the first of its fingerprint,
+    /// fingerprint pairs by their first documents; the same groups, rows linear in documents).
+    #[arg(long, value_enum, default_value_t = PairsListed::All)]
+    pub pairs: PairsListed,
     /// Replace --output if it already holds a neardup output.
     #[arg(long)]
     pub overwrite: bool,
@@ -336,6 +346,7 @@ pub async fn execute(cli: Cli) -> Result<()> {
                 k: args.k,
                 matching: args.matching,
                 plan: args.plan,
+                pairs: args.pairs,
                 overwrite: args.overwrite,
                 features: with_bits(args.features, args.bits.as_deref())?,
                 console: args.console.console(),
@@ -354,6 +365,7 @@ pub async fn execute(cli: Cli) -> Result<()> {
                 k: args.k,
                 matching: args.matching,
                 plan: args.plan,
+                pairs: args.pairs,
                 overwrite: args.overwrite,
                 console: args.console.console(),
             };
@@ -431,6 +443,13 @@ fn report(summary: &Summary, output: &std::path::Path) {
         c.grouped_documents,
         c.documents_removed
     );
+    if summary.parameters.pairs == PairsListed::All && c.pairs > 10 * c.documents.max(1) {
+        println!(
+            "Note: {} pairs for {} documents: many copies of the same pages. --pairs star lists \
+             at most one pair per document (plus one per fingerprint pair) with the same groups.",
+            c.pairs, c.documents
+        );
+    }
     println!(
         "Outputs in {} ({:.2} s):",
         output.display(),

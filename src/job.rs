@@ -17,7 +17,7 @@ use crate::error::{Error, QueryContext, Result};
 use crate::fingerprint::BANDS;
 use crate::input::{self, Corpus, quote_ident, quote_literal};
 use crate::output::{SUMMARY_FILE, StagingDir};
-use crate::pipeline::{self, Matching, Params};
+use crate::pipeline::{self, Matching, PairsListed, Params};
 use crate::summary::{Counts, Parameters, PlanReport, StageTime, Summary};
 use crate::text::{FeatureOptions, Featurizer};
 use crate::udf::FingerprintColumn;
@@ -42,6 +42,8 @@ pub struct RunOptions {
     pub matching: Matching,
     /// The band plan: `auto` (the planner's choice) or a spec (`crate::plan::BandPlan::parse`).
     pub plan: String,
+    /// Which document pairs `pairs` lists (`--pairs`).
+    pub pairs: PairsListed,
     pub overwrite: bool,
     /// How texts become features (`--features`; `simhash`'s option string).
     pub features: FeatureOptions,
@@ -59,6 +61,8 @@ pub struct MatchOptions {
     pub matching: Matching,
     /// The band plan: `auto` (the planner's choice) or a spec (`crate::plan::BandPlan::parse`).
     pub plan: String,
+    /// Which document pairs `pairs` lists (`--pairs`).
+    pub pairs: PairsListed,
     pub overwrite: bool,
     pub console: Console,
 }
@@ -250,6 +254,7 @@ pub async fn run(options: &RunOptions) -> Result<Summary> {
     let parameters = parameters(
         options.k,
         options.matching,
+        options.pairs,
         &options.id_column,
         &options.text_column,
         &features,
@@ -280,6 +285,7 @@ pub async fn match_fingerprints(options: &MatchOptions) -> Result<Summary> {
             k: options.k,
             matching: options.matching,
             plan: &options.plan,
+            pairs: options.pairs,
             quiet: options.console.quiet,
         };
         run_matching(&ctx, &params, asked, &mut clock).await
@@ -292,6 +298,7 @@ pub async fn match_fingerprints(options: &MatchOptions) -> Result<Summary> {
     let parameters = parameters(
         options.k,
         options.matching,
+        options.pairs,
         &options.id_column,
         &options.simhash_column,
         "fingerprints given",
@@ -306,6 +313,7 @@ struct MatchingAsked<'a> {
     k: u32,
     matching: Matching,
     plan: &'a str,
+    pairs: PairsListed,
     quiet: bool,
 }
 
@@ -315,6 +323,7 @@ impl<'a> From<&'a RunOptions> for MatchingAsked<'a> {
             k: options.k,
             matching: options.matching,
             plan: &options.plan,
+            pairs: options.pairs,
             quiet: options.console.quiet,
         }
     }
@@ -372,7 +381,10 @@ async fn run_matching(
     };
     clock.time("candidates", candidates).await?;
     clock
-        .time("pairs", pipeline::run_stage(ctx, &pipeline::PAIRS, params))
+        .time(
+            "pairs",
+            pipeline::run_stage(ctx, &asked.pairs.stage(), params),
+        )
         .await?;
     let clustering = async {
         if params.get("bits") == Some("128") {
@@ -573,6 +585,7 @@ const WORK_DIR: &str = "_work";
 fn parameters(
     k: u32,
     matching: Matching,
+    pairs: PairsListed,
     id_column: &str,
     source_column: &str,
     features: &str,
@@ -581,6 +594,7 @@ fn parameters(
     Parameters {
         k,
         matching,
+        pairs,
         id_column: id_column.to_string(),
         source_column: source_column.to_string(),
         fingerprint_bits: bits,

@@ -54,6 +54,10 @@ pub const PAIRS: Stage = Stage {
     name: "sql/04_pairs.sql",
     sql: include_str!("../sql/04_pairs.sql"),
 };
+pub const PAIRS_STAR: Stage = Stage {
+    name: "sql/04_pairs_star.sql",
+    sql: include_str!("../sql/04_pairs_star.sql"),
+};
 pub const GROUPS: Stage = Stage {
     name: "sql/05_groups.sql",
     sql: include_str!("../sql/05_groups.sql"),
@@ -82,6 +86,37 @@ impl Matching {
         match self {
             Matching::Scan => CANDIDATES_SCAN,
             Matching::Join => CANDIDATES_JOIN,
+        }
+    }
+}
+
+/// Which document pairs the `pairs` table lists. Both give the same groups.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum PairsListed {
+    /// Every pair of documents within k (quadratic in the copies of one page).
+    #[default]
+    All,
+    /// Each document with the first document of its fingerprint, and each fingerprint pair by
+    /// the first documents of its two fingerprints: linear in the documents.
+    Star,
+}
+
+impl PairsListed {
+    pub fn stage(self) -> Stage {
+        match self {
+            PairsListed::All => PAIRS,
+            PairsListed::Star => PAIRS_STAR,
         }
     }
 }
@@ -254,6 +289,7 @@ mod tests {
             CANDIDATES_SCAN,
             CANDIDATES_TABLE,
             PAIRS,
+            PAIRS_STAR,
             GROUPS,
             DEDUP,
         ] {

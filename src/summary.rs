@@ -5,7 +5,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::pipeline::Matching;
+use crate::pipeline::{Matching, PairsListed};
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Summary {
@@ -30,6 +30,9 @@ pub struct Parameters {
     pub k: u32,
     /// How candidate pairs were found (`scan` or `join`).
     pub matching: Matching,
+    /// Which document pairs `pairs` lists (`all`, or `star`: linear in the documents).
+    #[serde(default)]
+    pub pairs: PairsListed,
     pub id_column: String,
     /// The text column (`run`) or the fingerprint column (`match`).
     pub source_column: String,

@@ -125,22 +125,32 @@ fn bfs_groups(rows: &[(i64, u64)], pairs: &[(i64, i64, u8)]) -> Vec<(i64, u64, i
     groups
 }
 
-/// One matching to check: k, strategy, `--plan`, and rows per candidate pass (None: default).
-type Case = (u32, &'static str, &'static str, Option<&'static str>);
+/// One matching to check: k, strategy, `--plan`, rows per candidate pass (None: default), and
+/// `--pairs`.
+type Case = (
+    u32,
+    &'static str,
+    &'static str,
+    Option<&'static str>,
+    &'static str,
+);
 
 fn cases() -> Vec<Case> {
-    let mut cases: Vec<Case> = (0..=8).map(|k| (k, "scan", "auto", None)).collect();
+    let mut cases: Vec<Case> = (0..=8).map(|k| (k, "scan", "auto", None, "all")).collect();
     for k in [5, 8] {
         for plan in ["bands", "mih", "permutation"] {
-            cases.push((k, "scan", plan, None));
+            cases.push((k, "scan", plan, None, "all"));
         }
     }
     cases.extend([
-        (3, "join", "auto", None),
-        (7, "join", "mih", None),
-        (2, "scan", "bands:4", None),
+        (3, "join", "auto", None, "all"),
+        (7, "join", "mih", None, "all"),
+        (2, "scan", "bands:4", None, "all"),
         // A few tables per pass: the pairs of many passes make one table.
-        (6, "scan", "permutation", Some("20000")),
+        (6, "scan", "permutation", Some("20000"), "all"),
+        // Star pairs: a subset of the pairs that connects the same groups.
+        (3, "scan", "auto", None, "star"),
+        (8, "scan", "auto", None, "star"),
     ]);
     cases
 }
@@ -151,7 +161,7 @@ async fn pairs_and_groups_equal_brute_force_for_every_k_plan_and_strategy() {
     let input = dir.path().join("fingerprints.parquet");
     let rows = planted_fingerprints();
     write_fingerprints(&input, &rows);
-    for (case, (k, matching, plan, rows_per_pass)) in cases().into_iter().enumerate() {
+    for (case, (k, matching, plan, rows_per_pass, listed)) in cases().into_iter().enumerate() {
         let output = dir.path().join(format!("case{case}"));
         let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_neardup"));
         command.args([
@@ -166,6 +176,8 @@ async fn pairs_and_groups_equal_brute_force_for_every_k_plan_and_strategy() {
             matching,
             "--plan",
             plan,
+            "--pairs",
+            listed,
             "--quiet",
         ]);
         if let Some(rows) = rows_per_pass {
@@ -208,14 +220,32 @@ async fn pairs_and_groups_equal_brute_force_for_every_k_plan_and_strategy() {
                 pairs.push((a.value(i), bb.value(i), d.value(i)));
             }
         }
-        assert_eq!(
-            pairs.len(),
-            expected_pairs.len(),
-            "pair count at k = {k}, {matching}"
-        );
-        assert_eq!(pairs, expected_pairs, "pairs at k = {k}, {matching}");
-
         let expected_groups = bfs_groups(&rows, &expected_pairs);
+        if listed == "star" {
+            // Every listed pair is a true pair with its distance, at most one per document
+            // beyond the fingerprint pairs, and together they connect the same groups.
+            let all: BTreeSet<_> = expected_pairs.iter().collect();
+            assert!(pairs.iter().all(|p| all.contains(p)), "k = {k}, star");
+            let fingerprint_pairs = summary(&output)["counts"]["fingerprint_pairs"]
+                .as_u64()
+                .unwrap() as usize;
+            assert!(
+                pairs.len() <= rows.len() + fingerprint_pairs,
+                "k = {k}, star"
+            );
+            assert!(
+                pairs.len() < expected_pairs.len(),
+                "40 copies give fewer rows"
+            );
+            assert_eq!(bfs_groups(&rows, &pairs), expected_groups, "k = {k}, star");
+        } else {
+            assert_eq!(
+                pairs.len(),
+                expected_pairs.len(),
+                "pair count at k = {k}, {matching}"
+            );
+            assert_eq!(pairs, expected_pairs, "pairs at k = {k}, {matching}");
+        }
 
         let batches = query(
             &output,

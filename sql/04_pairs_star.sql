@@ -1,0 +1,35 @@
+-- Stage 4 with `--pairs star`: document pairs that connect the same groups in at most one row per
+-- document plus one per fingerprint pair.
+--
+-- Every pair (`--pairs all`) is quadratic in copies: a page served 200,000 times is 2 * 10^10
+-- rows. Here each document is paired with the head of its fingerprint (its first document in
+-- input order, distance 0), and each fingerprint pair with the heads of its two fingerprints.
+-- The connected components, hence `groups`, `dedup` and `eval`'s sweep, are the same; the
+-- pairs left out are the ones those rows imply. One row per pair, id_a < id_b.
+
+CREATE VIEW heads AS
+SELECT s.simhash, s.id
+FROM signatures s
+JOIN (SELECT simhash, min(input_order) AS first_order
+      FROM signatures
+      WHERE simhash IS NOT NULL
+      GROUP BY simhash) f
+  ON s.simhash = f.simhash AND s.input_order = f.first_order;
+
+COPY (
+    SELECT CASE WHEN x.id < y.id THEN x.id ELSE y.id END AS id_a,
+           CASE WHEN x.id < y.id THEN y.id ELSE x.id END AS id_b,
+           p.distance AS distance
+    FROM fingerprint_pairs p
+    JOIN heads x ON x.simhash = p.simhash_a
+    JOIN heads y ON y.simhash = p.simhash_b
+    UNION ALL
+    SELECT CASE WHEN s.id < h.id THEN s.id ELSE h.id END AS id_a,
+           CASE WHEN s.id < h.id THEN h.id ELSE s.id END AS id_b,
+           arrow_cast(0, 'UInt8') AS distance
+    FROM signatures s
+    JOIN heads h ON s.simhash = h.simhash AND s.id <> h.id
+    ORDER BY id_a, id_b
+) TO ${pairs_dir} STORED AS PARQUET;
+
+CREATE EXTERNAL TABLE pairs STORED AS PARQUET LOCATION ${pairs_dir};
