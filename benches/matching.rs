@@ -9,14 +9,13 @@
 //! k = 3. Each strategy runs as `neardup match` in its own process, so its peak RSS (from
 //! summary.json) is its own; wall time includes reading and writing Parquet.
 
+#[path = "common/mod.rs"]
+mod common;
+
 use std::path::Path;
 use std::process::Command;
-use std::sync::Arc;
 use std::time::Instant;
 
-use datafusion::arrow::array::{Int64Array, RecordBatch, UInt64Array};
-use datafusion::arrow::datatypes::{DataType, Field, Schema};
-use datafusion::parquet::arrow::ArrowWriter;
 use neardup::fingerprint::{BANDS, band, first_shared_band, hamming};
 use neardup::generate::SplitMix64;
 
@@ -71,30 +70,6 @@ fn sort_and_scan(fingerprints: &[u64]) -> u64 {
     pairs
 }
 
-fn write_parquet(path: &Path, fingerprints: &[u64]) {
-    let schema = Arc::new(Schema::new(vec![
-        Field::new("id", DataType::Int64, false),
-        Field::new("simhash", DataType::UInt64, false),
-    ]));
-    let file = std::fs::File::create(path).expect("create the fingerprint file");
-    let mut writer = ArrowWriter::try_new(file, Arc::clone(&schema), None).expect("writer");
-    for (chunk_index, chunk) in fingerprints.chunks(1 << 20).enumerate() {
-        let first = (chunk_index << 20) as i64;
-        let batch = RecordBatch::try_new(
-            Arc::clone(&schema),
-            vec![
-                Arc::new(Int64Array::from_iter_values(
-                    (0..chunk.len() as i64).map(|i| first + i),
-                )),
-                Arc::new(UInt64Array::from_iter_values(chunk.iter().copied())),
-            ],
-        )
-        .expect("batch");
-        writer.write(&batch).expect("write");
-    }
-    writer.close().expect("close");
-}
-
 struct Measured {
     wall: f64,
     candidates: f64,
@@ -119,15 +94,8 @@ fn run_match(input: &Path, output: &Path, matching: &str) -> Measured {
         status.success(),
         "neardup match --matching {matching} failed"
     );
-    let summary: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(output.join("summary.json")).expect("summary"),
-    )
-    .expect("summary json");
-    let candidates = summary["stages"]
-        .as_array()
-        .and_then(|stages| stages.iter().find(|s| s["stage"] == "candidates"))
-        .and_then(|s| s["seconds"].as_f64())
-        .unwrap_or(f64::NAN);
+    let summary = common::summary(output);
+    let candidates = common::stage_seconds(&summary, "candidates");
     Measured {
         wall,
         candidates,
@@ -157,7 +125,7 @@ fn main() {
     for n in sizes {
         let fps = fingerprints(n);
         let input = dir.path().join(format!("fp-{n}.parquet"));
-        write_parquet(&input, &fps);
+        common::write_parquet(&input, &fps);
         let start = Instant::now();
         let expected = sort_and_scan(&fps);
         let baseline = start.elapsed().as_secs_f64();

@@ -12,14 +12,13 @@
 //! tables) by a single-thread sort-and-scan written apart from the job; the pairs within k it
 //! finds must be the same for every plan, and the same as the job's.
 
+#[path = "common/mod.rs"]
+mod common;
+
 use std::path::Path;
 use std::process::Command;
-use std::sync::Arc;
 use std::time::Instant;
 
-use datafusion::arrow::array::{Int64Array, RecordBatch, UInt64Array};
-use datafusion::arrow::datatypes::{DataType, Field, Schema};
-use datafusion::parquet::arrow::ArrowWriter;
 use neardup::generate::SplitMix64;
 use neardup::plan::{BandPlan, Scheme};
 use neardup::planner;
@@ -41,30 +40,6 @@ fn fingerprints(n: usize, k: u32) -> Vec<u64> {
         }
     }
     out
-}
-
-fn write_parquet(path: &Path, fingerprints: &[u64]) {
-    let schema = Arc::new(Schema::new(vec![
-        Field::new("id", DataType::Int64, false),
-        Field::new("simhash", DataType::UInt64, false),
-    ]));
-    let file = std::fs::File::create(path).expect("create the fingerprint file");
-    let mut writer = ArrowWriter::try_new(file, Arc::clone(&schema), None).expect("writer");
-    for (chunk_index, chunk) in fingerprints.chunks(1 << 20).enumerate() {
-        let first = (chunk_index << 20) as i64;
-        let batch = RecordBatch::try_new(
-            Arc::clone(&schema),
-            vec![
-                Arc::new(Int64Array::from_iter_values(
-                    (0..chunk.len() as i64).map(|i| first + i),
-                )),
-                Arc::new(UInt64Array::from_iter_values(chunk.iter().copied())),
-            ],
-        )
-        .expect("batch");
-        writer.write(&batch).expect("write");
-    }
-    writer.close().expect("close");
 }
 
 /// Exact candidates of a plan (pairs sharing a key, per table) and the pairs within k, each
@@ -121,15 +96,8 @@ fn run_match(input: &Path, output: &Path, k: u32, plan: &str) -> Measured {
         .expect("neardup runs");
     let wall = start.elapsed().as_secs_f64();
     assert!(status.success(), "neardup match --plan {plan} failed");
-    let summary: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(output.join("summary.json")).expect("summary"),
-    )
-    .expect("summary json");
-    let candidates_stage = summary["stages"]
-        .as_array()
-        .and_then(|stages| stages.iter().find(|s| s["stage"] == "candidates"))
-        .and_then(|s| s["seconds"].as_f64())
-        .unwrap_or(f64::NAN);
+    let summary = common::summary(output);
+    let candidates_stage = common::stage_seconds(&summary, "candidates");
     Measured {
         wall,
         candidates_stage,
@@ -174,7 +142,7 @@ fn main() {
         for &k in &ks {
             let fps = fingerprints(n, k);
             let input = dir.path().join(format!("fp-{n}-{k}.parquet"));
-            write_parquet(&input, &fps);
+            common::write_parquet(&input, &fps);
             let mut distinct = fps.clone();
             distinct.sort_unstable();
             distinct.dedup();

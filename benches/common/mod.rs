@@ -1,0 +1,48 @@
+//! What the matching benches share: a fingerprint file and reading a run's summary.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Int64Array, RecordBatch, UInt64Array};
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::parquet::arrow::ArrowWriter;
+
+/// Writes fingerprints as Parquet with columns id (0, 1, ...) and simhash, a million per batch.
+pub fn write_parquet(path: &Path, fingerprints: &[u64]) {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("simhash", DataType::UInt64, false),
+    ]));
+    let file = std::fs::File::create(path).expect("create the fingerprint file");
+    let mut writer = ArrowWriter::try_new(file, Arc::clone(&schema), None).expect("writer");
+    for (chunk_index, chunk) in fingerprints.chunks(1 << 20).enumerate() {
+        let first = (chunk_index << 20) as i64;
+        let batch = RecordBatch::try_new(
+            Arc::clone(&schema),
+            vec![
+                Arc::new(Int64Array::from_iter_values(
+                    (0..chunk.len() as i64).map(|i| first + i),
+                )),
+                Arc::new(UInt64Array::from_iter_values(chunk.iter().copied())),
+            ],
+        )
+        .expect("batch");
+        writer.write(&batch).expect("write");
+    }
+    writer.close().expect("close");
+}
+
+/// A run's summary.json.
+pub fn summary(output: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(output.join("summary.json")).expect("summary"))
+        .expect("summary json")
+}
+
+/// Seconds of one stage in a summary (NaN if it did not run).
+pub fn stage_seconds(summary: &serde_json::Value, stage: &str) -> f64 {
+    summary["stages"]
+        .as_array()
+        .and_then(|stages| stages.iter().find(|s| s["stage"] == stage))
+        .and_then(|s| s["seconds"].as_f64())
+        .unwrap_or(f64::NAN)
+}
