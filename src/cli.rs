@@ -40,9 +40,39 @@ pub enum Command {
     Eval(EvalArgs),
     /// Make a near-duplicate test corpus and its truth from any Parquet corpus.
     Generate(GenerateArgs),
+    /// Write random 64-bit fingerprints with planted neighbours, for `match` at any scale.
+    GenerateFingerprints(FingerprintArgs),
     /// Compare the band plans for k: tables, rows, estimated candidates and time; which `run`
     /// and `match` would choose.
     Plan(PlanArgs),
+}
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Columns id (0, 1, ...) and simhash (UInt64). Streamed in blocks of \
+2^20 rows (flat memory at 100M); a planted neighbour copies a random earlier row of its block and \
+flips 1..=max-distance bits. Same seed, same file.\n\
+Example:\n  neardup generate-fingerprints --count 10000000 --output fp10m.parquet\n  \
+neardup match --signatures fp10m.parquet --output out/fp10m --k 3"
+)]
+pub struct FingerprintArgs {
+    /// Rows to write.
+    #[arg(long, value_name = "N")]
+    pub count: u64,
+    /// Parquet file to write.
+    #[arg(long, value_name = "FILE")]
+    pub output: PathBuf,
+    /// Share of rows that are planted neighbours of an earlier row.
+    #[arg(long, default_value_t = 0.1, value_name = "SHARE")]
+    pub neighbours: f64,
+    /// Neighbours differ in 1..=this many bits (0: exact copies).
+    #[arg(long, default_value_t = 3, value_name = "BITS")]
+    pub max_distance: u32,
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Replace --output if it exists.
+    #[arg(long)]
+    pub overwrite: bool,
 }
 
 /// `--plan` on `run` and `match`.
@@ -404,6 +434,22 @@ pub async fn execute(cli: Cli) -> Result<()> {
                 "{documents} documents from {sources} sources in {}; truth in {}",
                 args.output.display(),
                 args.truth.display()
+            );
+        }
+        Command::GenerateFingerprints(args) => {
+            let options = crate::synthetic::FingerprintOptions {
+                output: args.output.clone(),
+                count: args.count,
+                neighbours: args.neighbours,
+                max_distance: args.max_distance,
+                seed: args.seed,
+                overwrite: args.overwrite,
+            };
+            let planted = crate::synthetic::generate(&options)?;
+            println!(
+                "{} fingerprints ({planted} planted neighbours) in {}",
+                args.count,
+                args.output.display()
             );
         }
         Command::Plan(args) => {

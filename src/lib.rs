@@ -20,6 +20,7 @@ pub mod planner;
 pub mod progress;
 pub mod query;
 pub mod summary;
+pub mod synthetic;
 pub mod text;
 pub mod udf;
 
