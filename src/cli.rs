@@ -267,6 +267,10 @@ pub struct ConsoleArgs {
     /// Print nothing but errors (no stage times, no progress bars, no summary).
     #[arg(long, short, conflicts_with = "verbose")]
     pub quiet: bool,
+    /// Most memory DataFusion's sorts, aggregates and joins may hold, e.g. 512M or 4G; beyond
+    /// it they spill to the temporary folder (TMPDIR). Unlimited by default.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub memory_limit: Option<usize>,
     /// Also log each stage's SQL as it runs and the planner's comparison (the same as
     /// RUST_LOG=neardup=debug; RUST_LOG=datafusion=debug adds DataFusion's own log).
     #[arg(long, short)]
@@ -278,8 +282,31 @@ impl ConsoleArgs {
         job::Console {
             threads: self.threads.map(usize::from),
             quiet: self.quiet,
+            memory_limit: self.memory_limit,
         }
     }
+}
+
+/// A size in bytes, with an optional K, M or G (powers of 1024).
+fn parse_size(text: &str) -> std::result::Result<usize, String> {
+    let text = text.trim();
+    let (digits, unit) = match text.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+        Some((i, _)) => text.split_at(i),
+        None => (text, ""),
+    };
+    let multiplier: usize = match unit.trim().to_ascii_uppercase().trim_end_matches('B') {
+        "" => 1,
+        "K" => 1 << 10,
+        "M" => 1 << 20,
+        "G" => 1 << 30,
+        _ => return Err(format!("'{text}' is not a size such as 512M or 4G")),
+    };
+    digits
+        .parse::<usize>()
+        .ok()
+        .and_then(|n| n.checked_mul(multiplier))
+        .filter(|&n| n > 0)
+        .ok_or_else(|| format!("'{text}' is not a size such as 512M or 4G"))
 }
 
 /// `--bits` sets the features' width; it may not contradict a `bits=` in `--features`.
@@ -511,4 +538,18 @@ fn report(summary: &Summary, output: &std::path::Path) {
         "Ask: neardup query --data {} \"SELECT group_id, count(*) AS docs FROM groups GROUP BY 1 ORDER BY 2 DESC LIMIT 10\"",
         output.display()
     );
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn sizes_take_units() {
+        assert_eq!(super::parse_size("512M"), Ok(512 << 20));
+        assert_eq!(super::parse_size("4g"), Ok(4 << 30));
+        assert_eq!(super::parse_size("2GB"), Ok(2 << 30));
+        assert_eq!(super::parse_size("1000"), Ok(1000));
+        for bad in ["", "0", "M", "12X", "-5M", "99999999999999999999G"] {
+            assert!(super::parse_size(bad).is_err(), "{bad}");
+        }
+    }
 }

@@ -335,7 +335,13 @@ fn write(path: &Path, columns: &[(&str, &Vec<String>)]) -> Result<()> {
     partial.push(".partial");
     let partial = PathBuf::from(partial);
     let file = std::fs::File::create(&partial).map_err(|e| Error::io(&partial, e))?;
-    let mut writer = ArrowWriter::try_new(file, schema, None).map_err(|e| failed(e.to_string()))?;
+    // Row groups of 16,384 documents, as a crawl writer would: one row group for the whole
+    // corpus would make every reader decode all the text at once.
+    let properties = datafusion::parquet::file::properties::WriterProperties::builder()
+        .set_max_row_group_row_count(Some(16_384))
+        .build();
+    let mut writer =
+        ArrowWriter::try_new(file, schema, Some(properties)).map_err(|e| failed(e.to_string()))?;
     writer.write(&batch).map_err(|e| failed(e.to_string()))?;
     writer.close().map_err(|e| failed(e.to_string()))?;
     std::fs::rename(&partial, path).map_err(|e| Error::io(path, e))

@@ -10,6 +10,8 @@ use datafusion::arrow::datatypes::{Field, Schema};
 use datafusion::catalog::MemTable;
 use datafusion::common::cast::as_int64_array;
 use datafusion::execution::FunctionRegistry;
+use datafusion::execution::memory_pool::FairSpillPool;
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
 use futures::StreamExt;
 
@@ -74,6 +76,9 @@ pub struct Console {
     pub threads: Option<usize>,
     /// No progress lines on standard error (`--quiet`); errors are still reported.
     pub quiet: bool,
+    /// Bytes DataFusion's operators may hold (`--memory-limit`); sorts, aggregates and joins
+    /// spill to the temporary folder beyond it. Unlimited when `None`.
+    pub memory_limit: Option<usize>,
 }
 
 /// Checks k is one the band plans find exactly, and that a plan asked for is exact for it.
@@ -91,13 +96,14 @@ pub fn check_k(k: u32, bits: u32, plan: &str) -> Result<()> {
 
 /// The session every stage runs in: all cores, input types kept, zstd Parquet output.
 pub fn session_context() -> Result<SessionContext> {
-    session_context_with(None)
+    session_context_with(Console::default())
 }
 
-/// The same with `threads` partitions (all cores when `None`).
-pub fn session_context_with(threads: Option<usize>) -> Result<SessionContext> {
+/// The same with the console's partitions (all cores when `None`) and memory limit.
+pub fn session_context_with(console: Console) -> Result<SessionContext> {
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let mut config = SessionConfig::new().with_target_partitions(threads.unwrap_or(cores).max(1));
+    let threads = console.threads.unwrap_or(cores).max(1);
+    let mut config = SessionConfig::new().with_target_partitions(threads);
     let options = config.options_mut();
     // One scan per file keeps row numbers in file order (`input_order`); the signature stage
     // is still parallel, as the planner spreads the rows over partitions before the UDF.
@@ -105,7 +111,19 @@ pub fn session_context_with(threads: Option<usize>) -> Result<SessionContext> {
     // Keep the input's string types in every output (`dedup` keeps the input columns as they are).
     options.execution.parquet.schema_force_view_types = false;
     options.execution.parquet.compression = Some("zstd(3)".into());
-    let mut ctx = SessionContext::new_with_config(config);
+    let mut ctx = match console.memory_limit {
+        None => SessionContext::new_with_config(config),
+        Some(limit) => {
+            // A sort keeps a small reserve for its merge so that spilling itself fits under
+            // the limit.
+            options.execution.sort_spill_reservation_bytes = (limit / 16).min(8 << 20);
+            let runtime = RuntimeEnvBuilder::new()
+                .with_memory_pool(Arc::new(FairSpillPool::new(limit)))
+                .build_arc()
+                .context(|| "setting up the memory limit".into())?;
+            SessionContext::new_with_config_rt(config, runtime)
+        }
+    };
     udf::register_all(&mut ctx as &mut dyn FunctionRegistry)
         .context(|| "registering SQL functions".into())?;
     Ok(ctx)
@@ -212,7 +230,7 @@ pub async fn run(options: &RunOptions) -> Result<Summary> {
     let features = options.features.to_string();
     Featurizer::cached(&features).map_err(|e| Error::Usage(format!("--features: {e}")))?;
     let staging = StagingDir::create(&options.output, options.overwrite)?;
-    let ctx = session_context_with(options.console.threads)?;
+    let ctx = session_context_with(options.console)?;
     register_corpus(&ctx, &corpus).await?;
     let params = stage_params(staging.path(), &options.id_column, options.k, bits)
         .set("text", quote_ident(&options.text_column))
@@ -271,7 +289,7 @@ pub async fn match_fingerprints(options: &MatchOptions) -> Result<Summary> {
     corpus.check_id_column(&options.id_column)?;
     corpus.check_simhash_column(&options.simhash_column)?;
     let staging = StagingDir::create(&options.output, options.overwrite)?;
-    let ctx = session_context_with(options.console.threads)?;
+    let ctx = session_context_with(options.console)?;
     register_corpus(&ctx, &corpus).await?;
     let params = stage_params(staging.path(), &options.id_column, options.k, 64)
         .set("simhash", quote_ident(&options.simhash_column))

@@ -401,7 +401,31 @@ async fn quiet_and_one_thread_give_the_same_groups() {
             .unwrap()
             .to_string()
     };
-    assert_eq!(groups(all).await, groups(one).await);
+    assert_eq!(groups(all.clone()).await, groups(one).await);
+    // Under a memory limit DataFusion spills; the groups do not change.
+    let limited = dir.path().join("limited");
+    neardup_ok(&[
+        "run",
+        "--input",
+        path_str(&input),
+        "--output",
+        path_str(&limited),
+        "--memory-limit",
+        "4M",
+        "--quiet",
+    ]);
+    assert_eq!(groups(all).await, groups(limited).await);
+    let bad = neardup(&[
+        "run",
+        "--input",
+        path_str(&input),
+        "--output",
+        "x",
+        "--memory-limit",
+        "lots",
+    ]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(stderr(&bad).contains("512M"), "{}", stderr(&bad));
     // --verbose logs each stage's SQL and the planner's comparison; no bar off a terminal.
     let verbose = neardup(&[
         "run",
