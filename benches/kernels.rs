@@ -1,0 +1,133 @@
+//! Kernel benchmark: each SQL function's inner loop on its own, one thread, printed as a
+//! Markdown table.
+//!
+//!     cargo bench --bench kernels                        # 5,000 debian_docs documents
+//!     NEARDUP_BENCH_DOCS=20000 cargo bench --bench kernels
+//!
+//! Texts: the first N documents of `../shared/data/debian_docs/docs.parquet` (Chinese and
+//! English). `simhash` in each feature mode with its cleaning; `hamming`, `bucket` and
+//! `band_key` over 10 million random fingerprints. The best of three runs of each row.
+
+use std::time::Instant;
+
+use datafusion::arrow::array::AsArray;
+use datafusion::prelude::{ParquetReadOptions, SessionContext};
+use neardup::fingerprint::{band, hamming};
+use neardup::generate::SplitMix64;
+use neardup::plan::BandPlan;
+use neardup::text::{Featurizer, Scratch};
+
+const CORPUS: &str = "../shared/data/debian_docs/docs.parquet";
+
+async fn texts(limit: usize) -> Vec<String> {
+    let ctx = SessionContext::new();
+    let frame = ctx
+        .read_parquet(CORPUS, ParquetReadOptions::default())
+        .await
+        .expect("../shared/data/debian_docs/docs.parquet")
+        .select_columns(&["text"])
+        .expect("text column")
+        .limit(0, Some(limit))
+        .expect("limit");
+    let mut out = Vec::new();
+    for batch in frame.collect().await.expect("read") {
+        let column = datafusion::arrow::compute::cast(
+            batch.column(0),
+            &datafusion::arrow::datatypes::DataType::Utf8,
+        )
+        .expect("text as Utf8");
+        out.extend(
+            column
+                .as_string::<i32>()
+                .iter()
+                .flatten()
+                .map(str::to_string),
+        );
+    }
+    out
+}
+
+/// Best of three: the shared machine is noisy.
+fn best_of_three(mut work: impl FnMut() -> u64) -> (f64, u64) {
+    let mut best = f64::INFINITY;
+    let mut check = 0;
+    for _ in 0..3 {
+        let start = Instant::now();
+        // black_box: the result is otherwise unused and the optimiser would drop the work.
+        check = std::hint::black_box(work());
+        best = best.min(start.elapsed().as_secs_f64());
+    }
+    (best, check)
+}
+
+#[tokio::main]
+async fn main() {
+    let limit: usize = std::env::var("NEARDUP_BENCH_DOCS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5_000);
+    let texts = texts(limit).await;
+    let bytes: usize = texts.iter().map(String::len).sum();
+    println!("| kernel | items | seconds | items/s | MB/s |");
+    println!("|---|---|---|---|---|");
+    for options in [
+        "",
+        "mode=jieba_tfidf,t2s=off",
+        "mode=jieba_tfidf",
+        "mode=words",
+        "mode=shingles",
+        "mode=chars,n=2",
+        "bits=128",
+    ] {
+        let featurizer = Featurizer::cached(options).expect("options");
+        let (seconds, printed) = best_of_three(|| {
+            let mut scratch = Scratch::default();
+            texts
+                .iter()
+                .filter(|t| featurizer.fingerprint(t, &mut scratch).features > 0)
+                .count() as u64
+        });
+        let name = if options.is_empty() {
+            "defaults"
+        } else {
+            options
+        };
+        println!(
+            "| simhash `{name}` | {} documents ({printed} with features) | {seconds:.3} | {:.0} | {:.1} |",
+            texts.len(),
+            texts.len() as f64 / seconds,
+            bytes as f64 / seconds / 1e6
+        );
+    }
+    let mut random = SplitMix64(1);
+    let fingerprints: Vec<u64> = (0..10_000_000).map(|_| random.next_u64()).collect();
+    let n = fingerprints.len();
+    let rows = |name: &str, seconds: f64| {
+        println!(
+            "| {name} | {n} fingerprints | {seconds:.3} | {:.0} | - |",
+            n as f64 / seconds
+        );
+    };
+    let (seconds, _) = best_of_three(|| {
+        std::hint::black_box(&fingerprints)
+            .windows(2)
+            .map(|w| u64::from(hamming(w[0], w[1])))
+            .sum()
+    });
+    rows("hamming", seconds);
+    let (seconds, _) = best_of_three(|| {
+        std::hint::black_box(&fingerprints)
+            .iter()
+            .map(|&f| u64::from(band(f, 3).unwrap_or(0)))
+            .sum()
+    });
+    rows("bucket (band 3)", seconds);
+    let plan = BandPlan::cached("permutation:10:8", 64).expect("plan");
+    let (seconds, _) = best_of_three(|| {
+        std::hint::black_box(&fingerprints)
+            .iter()
+            .map(|&f| plan.key(u128::from(f), 17).unwrap_or(0) & 1)
+            .sum()
+    });
+    rows("band_key (permutation:10:8, table 17)", seconds);
+}
