@@ -8,44 +8,17 @@
 //! English). `simhash` in each feature mode with its cleaning; `hamming`, `bucket` and
 //! `band_key` over 10 million random fingerprints. The best of three runs of each row.
 
+#[path = "common/mod.rs"]
+mod common;
+
 use std::time::Instant;
 
-use datafusion::arrow::array::AsArray;
-use datafusion::prelude::{ParquetReadOptions, SessionContext};
 use neardup::fingerprint::{band, hamming};
 use neardup::generate::SplitMix64;
 use neardup::plan::BandPlan;
 use neardup::text::{Featurizer, Scratch};
 
 const CORPUS: &str = "../shared/data/debian_docs/docs.parquet";
-
-async fn texts(limit: usize) -> Vec<String> {
-    let ctx = SessionContext::new();
-    let frame = ctx
-        .read_parquet(CORPUS, ParquetReadOptions::default())
-        .await
-        .expect("../shared/data/debian_docs/docs.parquet")
-        .select_columns(&["text"])
-        .expect("text column")
-        .limit(0, Some(limit))
-        .expect("limit");
-    let mut out = Vec::new();
-    for batch in frame.collect().await.expect("read") {
-        let column = datafusion::arrow::compute::cast(
-            batch.column(0),
-            &datafusion::arrow::datatypes::DataType::Utf8,
-        )
-        .expect("text as Utf8");
-        out.extend(
-            column
-                .as_string::<i32>()
-                .iter()
-                .flatten()
-                .map(str::to_string),
-        );
-    }
-    out
-}
 
 /// Best of three: the shared machine is noisy.
 fn best_of_three(mut work: impl FnMut() -> u64) -> (f64, u64) {
@@ -66,7 +39,7 @@ async fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(5_000);
-    let texts = texts(limit).await;
+    let texts = common::texts(CORPUS, Some(limit)).await;
     let bytes: usize = texts.iter().map(String::len).sum();
     println!("| kernel | items | seconds | items/s | MB/s |");
     println!("|---|---|---|---|---|");

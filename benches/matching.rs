@@ -105,14 +105,7 @@ fn run_match(input: &Path, output: &Path, matching: &str) -> Measured {
 }
 
 fn main() {
-    let mut sizes: Vec<usize> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with("--"))
-        .filter_map(|a| a.parse().ok())
-        .collect();
-    if sizes.is_empty() {
-        sizes = vec![1_000_000, 4_000_000];
-    }
+    let sizes = common::sizes(&[1_000_000, 4_000_000]);
     let join_max: usize = std::env::var("NEARDUP_BENCH_JOIN_MAX")
         .ok()
         .and_then(|v| v.parse().ok())

@@ -11,12 +11,13 @@
 //! script-aware n-grams into a SimHash). The job runs as its own process, so its peak RSS (from
 //! summary.json) is its own; its stage times come from summary.json too.
 
+#[path = "common/mod.rs"]
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use datafusion::arrow::array::AsArray;
-use datafusion::prelude::{ParquetReadOptions, SessionContext};
 use jieba_rs::{Jieba, KeywordExtract, TfIdf};
 use neardup::text::{FeatureOptions, Featurizer, Scratch};
 
@@ -59,36 +60,6 @@ fn corpus(work: &Path, sources: &str) -> PathBuf {
     corpus
 }
 
-async fn texts(corpus: &Path) -> Vec<String> {
-    let ctx = SessionContext::new();
-    let frame = ctx
-        .read_parquet(
-            corpus.to_str().expect("utf-8 path"),
-            ParquetReadOptions::default(),
-        )
-        .await
-        .expect("corpus")
-        .select_columns(&["text"])
-        .expect("text column");
-    let batches = frame.collect().await.expect("read");
-    let mut out = Vec::new();
-    for batch in batches {
-        let column = datafusion::arrow::compute::cast(
-            batch.column(0),
-            &datafusion::arrow::datatypes::DataType::Utf8,
-        )
-        .expect("text as Utf8");
-        out.extend(
-            column
-                .as_string::<i32>()
-                .iter()
-                .flatten()
-                .map(str::to_string),
-        );
-    }
-    out
-}
-
 fn row(step: &str, seconds: f64, docs: usize, bytes: usize, note: &str) {
     println!(
         "| {step} | {seconds:.2} | {:.0} | {:.1} | {note} |",
@@ -106,7 +77,7 @@ async fn main() {
     let work = std::env::temp_dir().join("neardup-bench-pipeline");
     std::fs::create_dir_all(&work).expect("work folder");
     let corpus = corpus(&work, &sources);
-    let texts = texts(&corpus).await;
+    let texts = common::texts(corpus.to_str().expect("utf-8 path"), None).await;
     let (docs, bytes) = (texts.len(), texts.iter().map(String::len).sum::<usize>());
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
     println!(

@@ -116,14 +116,7 @@ fn scheme_name(plan: &BandPlan) -> &'static str {
 }
 
 fn main() {
-    let mut sizes: Vec<usize> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with("--"))
-        .filter_map(|a| a.parse().ok())
-        .collect();
-    if sizes.is_empty() {
-        sizes = vec![1_000_000];
-    }
+    let sizes = common::sizes(&[1_000_000]);
     let ks: Vec<u32> = std::env::var("NEARDUP_BENCH_KS")
         .unwrap_or_else(|_| "3,5,7".into())
         .split(',')

@@ -26,12 +26,6 @@ pub trait Fingerprint: Copy + Ord + Hash + Debug + Send + Sync + 'static {
     fn masked(self, mask: u128) -> Self;
     /// The `index`-th 16-bit band (1-based).
     fn band(self, index: usize) -> Option<u16>;
-
-    /// The first band (1-based) on which two fingerprints agree, if any. The matching takes a
-    /// pair from this band only, so a pair that shares several bands is found once.
-    fn first_shared_band(self, other: Self) -> Option<usize> {
-        (1..=Self::BANDS).find(|&index| self.band(index) == other.band(index))
-    }
 }
 
 impl Fingerprint for u64 {
@@ -282,7 +276,8 @@ mod tests {
         assert_eq!(f.band(9), None);
         let g = f ^ (1 << 127) ^ 1;
         assert_eq!(f.hamming(g), 2);
-        assert_eq!(f.first_shared_band(g), Some(2));
+        let bands = crate::plan::BandPlan::default_bands(128);
+        assert_eq!(bands.first_shared_band(f, g), Some(2));
         let mut h = SimHasher::default();
         h.add128(f, 1.0);
         assert_eq!(h.finish128(), Some(f));

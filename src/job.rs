@@ -439,15 +439,21 @@ async fn choose_plan(ctx: &SessionContext, spec: &str, k: u32, bits: u32) -> Res
         .next()
         .ok_or_else(|| Error::Usage(format!("--plan {spec}: no such plan is exact for k = {k}")))?;
     let tables = best.plan.tables();
-    let tables_per_pass = (rows_per_pass() / n.max(1)).clamp(1, tables as u64) as usize;
     Ok(PlanReport {
         plan: best.plan.to_string(),
         chosen_by: chosen_by.to_string(),
         tables,
-        passes: tables.div_ceil(tables_per_pass),
+        passes: passes(n, tables).1,
         estimated_rows: best.rows,
         estimated_candidates: best.candidates,
     })
+}
+
+/// Tables per candidate pass and passes, for `n` fingerprints in `tables` tables: as many tables
+/// as keep a pass within the rows per pass, at least one.
+fn passes(n: u64, tables: usize) -> (usize, usize) {
+    let per_pass = (rows_per_pass() / n.max(1)).clamp(1, tables.max(1) as u64) as usize;
+    (per_pass, tables.div_ceil(per_pass))
 }
 
 /// `ROWS_PER_PASS`, or `NEARDUP_ROWS_PER_PASS` (a test hook: small values force many passes).
@@ -522,13 +528,11 @@ pub async fn compare_plans(options: &PlanOptions) -> Result<String> {
     );
     out.push_str(&crate::planner::table(&estimates));
     if let Some(best) = estimates.first() {
-        let tables_per_pass = (rows_per_pass() / n.max(1)).clamp(1, best.plan.tables() as u64);
+        let (tables_per_pass, passes) = passes(n, best.plan.tables());
         out.push_str(&format!(
-            "{} runs in {} pass(es) of at most {} tables. Force a plan with --plan {}.\n",
-            best.plan,
-            (best.plan.tables() as u64).div_ceil(tables_per_pass),
-            tables_per_pass,
-            best.plan
+            "{} runs in {passes} pass(es) of at most {tables_per_pass} tables. Force a plan with \
+             --plan {}.\n",
+            best.plan, best.plan
         ));
     }
     Ok(out)

@@ -1,11 +1,55 @@
-//! What the matching benches share: a fingerprint file and reading a run's summary.
+//! What the benches share: a fingerprint file, the sizes asked for, the texts of a corpus, and
+//! reading a run's summary. Each bench uses part of it.
+
+#![allow(dead_code)]
 
 use std::path::Path;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Int64Array, RecordBatch, UInt64Array};
+use datafusion::arrow::array::{AsArray, Int64Array, RecordBatch, UInt64Array};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::parquet::arrow::ArrowWriter;
+use datafusion::prelude::{ParquetReadOptions, SessionContext};
+
+/// The numbers among the bench's arguments (cargo adds `--bench`), or `default`.
+pub fn sizes(default: &[usize]) -> Vec<usize> {
+    let sizes: Vec<usize> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .filter_map(|a| a.parse().ok())
+        .collect();
+    if sizes.is_empty() {
+        default.to_vec()
+    } else {
+        sizes
+    }
+}
+
+/// The non-NULL texts of a Parquet corpus's `text` column, the first `limit` rows if given.
+pub async fn texts(corpus: &str, limit: Option<usize>) -> Vec<String> {
+    let ctx = SessionContext::new();
+    let frame = ctx
+        .read_parquet(corpus, ParquetReadOptions::default())
+        .await
+        .unwrap_or_else(|e| panic!("{corpus}: {e}"))
+        .select_columns(&["text"])
+        .expect("text column")
+        .limit(0, limit)
+        .expect("limit");
+    let mut out = Vec::new();
+    for batch in frame.collect().await.expect("read") {
+        let column = datafusion::arrow::compute::cast(batch.column(0), &DataType::Utf8)
+            .expect("text as Utf8");
+        out.extend(
+            column
+                .as_string::<i32>()
+                .iter()
+                .flatten()
+                .map(str::to_string),
+        );
+    }
+    out
+}
 
 /// Writes fingerprints as Parquet with columns id (0, 1, ...) and simhash, a million per batch.
 pub fn write_parquet(path: &Path, fingerprints: &[u64]) {

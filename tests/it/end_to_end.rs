@@ -443,7 +443,7 @@ async fn quiet_and_one_thread_give_the_same_groups() {
     );
     assert!(log.contains("<- chosen"), "{log}");
     assert!(
-        !log.contains("documents ("),
+        !log.contains("documents, eta"),
         "a progress bar off a terminal: {log}"
     );
     let zero = neardup(&[
