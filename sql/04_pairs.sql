@@ -1,17 +1,25 @@
 -- Stage 4: document pairs: the documents behind each fingerprint pair, and every two documents
 -- that share a fingerprint (distance 0). One row per unordered pair, id_a < id_b.
+--
+-- Reads `documents` (stage 2). Only pairs with a new (`fresh`) document are listed: against an
+-- index, pairs of indexed documents were listed by their own batches; without one every
+-- document is new.
 
 COPY (
     SELECT CASE WHEN x.id < y.id THEN x.id ELSE y.id END AS id_a,
            CASE WHEN x.id < y.id THEN y.id ELSE x.id END AS id_b,
            p.distance AS distance
     FROM fingerprint_pairs p
-    JOIN signatures x ON x.simhash = p.simhash_a
-    JOIN signatures y ON y.simhash = p.simhash_b
+    JOIN documents x ON x.simhash = p.simhash_a
+    JOIN documents y ON y.simhash = p.simhash_b
+    WHERE x.fresh OR y.fresh
     UNION ALL
-    SELECT x.id AS id_a, y.id AS id_b, arrow_cast(0, 'UInt8') AS distance
-    FROM signatures x
-    JOIN signatures y ON x.simhash = y.simhash AND x.id < y.id
+    SELECT CASE WHEN x.id < y.id THEN x.id ELSE y.id END AS id_a,
+           CASE WHEN x.id < y.id THEN y.id ELSE x.id END AS id_b,
+           arrow_cast(0, 'UInt8') AS distance
+    FROM documents x
+    JOIN documents y ON x.simhash = y.simhash AND x.id <> y.id
+    WHERE x.fresh AND (NOT y.fresh OR x.id < y.id)
     ORDER BY id_a, id_b
 ) TO ${pairs_dir} STORED AS PARQUET;
 

@@ -6,15 +6,18 @@
 -- input order, distance 0), and each fingerprint pair with the heads of its two fingerprints.
 -- The connected components, hence `groups`, `dedup` and `eval`'s sweep, are the same; the
 -- pairs left out are the ones those rows imply. One row per pair, id_a < id_b.
+--
+-- Against an index, only rows with a new (`fresh`) document are listed: an indexed document
+-- comes before every new one, so the head of an indexed fingerprint is indexed, and the rows
+-- between indexed documents were listed by their own batches.
 
 CREATE VIEW heads AS
-SELECT s.simhash, s.id
-FROM signatures s
-JOIN (SELECT simhash, min(input_order) AS first_order
-      FROM signatures
-      WHERE simhash IS NOT NULL
-      GROUP BY simhash) f
-  ON s.simhash = f.simhash AND s.input_order = f.first_order;
+SELECT simhash,
+       first_value(id ORDER BY batch, input_order) AS id,
+       first_value(fresh ORDER BY batch, input_order) AS fresh
+FROM documents
+WHERE simhash IS NOT NULL
+GROUP BY simhash;
 
 COPY (
     SELECT CASE WHEN x.id < y.id THEN x.id ELSE y.id END AS id_a,
@@ -23,12 +26,14 @@ COPY (
     FROM fingerprint_pairs p
     JOIN heads x ON x.simhash = p.simhash_a
     JOIN heads y ON y.simhash = p.simhash_b
+    WHERE x.fresh OR y.fresh
     UNION ALL
     SELECT CASE WHEN s.id < h.id THEN s.id ELSE h.id END AS id_a,
            CASE WHEN s.id < h.id THEN h.id ELSE s.id END AS id_b,
            arrow_cast(0, 'UInt8') AS distance
-    FROM signatures s
+    FROM documents s
     JOIN heads h ON s.simhash = h.simhash AND s.id <> h.id
+    WHERE s.fresh
     ORDER BY id_a, id_b
 ) TO ${pairs_dir} STORED AS PARQUET;
 

@@ -1,6 +1,9 @@
 -- Stage 6: the deduplicated corpus: every input row, with every input column, except the group
 -- members that are not their group's representative. Documents with NULL or empty text are in
--- no group, so they are kept.
+-- no group, so they are kept. Against an index, `groups` also lists indexed members of the
+-- groups new documents joined; they are not in `corpus`, and a new document is removed when an
+-- indexed one represents its group. With `--partition-by`, the COPY ends in PARTITIONED BY
+-- those columns (one folder per value, Hive style).
 
 CREATE VIEW removed AS
 SELECT id FROM groups WHERE id <> representative_id;
@@ -9,6 +12,6 @@ COPY (
     SELECT c.*
     FROM corpus c
     WHERE NOT EXISTS (SELECT 1 FROM removed r WHERE r.id = c.${id})
-) TO ${dedup_dir} STORED AS PARQUET;
+) TO ${dedup_dir} STORED AS PARQUET ${partition_by};
 
 CREATE EXTERNAL TABLE dedup STORED AS PARQUET LOCATION ${dedup_dir};

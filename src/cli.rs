@@ -254,8 +254,38 @@ pub struct RunArgs {
     /// --features bits=N.
     #[arg(long, value_parser = ["64", "128"], value_name = "64|128")]
     pub bits: Option<String>,
+    /// Write the deduplicated corpus in one folder per value of these columns (Hive style,
+    /// e.g. dedup/dt=2026-11-28/...); input columns or partition folders of the input.
+    #[arg(long, value_name = "COLUMN", value_delimiter = ',')]
+    pub partition_by: Vec<String>,
+    #[command(flatten)]
+    pub index: IndexArgs,
     #[command(flatten)]
     pub console: ConsoleArgs,
+}
+
+/// A persisted signature index: earlier batches, matched against without signing them again.
+#[derive(Debug, Args)]
+pub struct IndexArgs {
+    /// Match the documents against the signature index in DIR too (docs/INDEX.md): pairs and
+    /// groups with indexed documents, stable group ids, and dedup drops new documents that
+    /// duplicate anything indexed. The index must have the same --k, features and id type.
+    #[arg(long, value_name = "DIR")]
+    pub index: Option<PathBuf>,
+    /// Add this batch to --index once the outputs are written (creates the index if DIR is
+    /// missing or empty). Atomic: a failed run leaves the index as it was. A batch whose ids
+    /// are already indexed is refused.
+    #[arg(long, requires = "index")]
+    pub update_index: bool,
+}
+
+impl IndexArgs {
+    fn options(&self) -> Option<job::IndexOptions> {
+        self.index.as_ref().map(|dir| job::IndexOptions {
+            dir: dir.clone(),
+            update: self.update_index,
+        })
+    }
 }
 
 /// How a job uses the machine and the terminal.
@@ -361,6 +391,8 @@ pub struct MatchArgs {
     #[arg(long)]
     pub overwrite: bool,
     #[command(flatten)]
+    pub index: IndexArgs,
+    #[command(flatten)]
     pub console: ConsoleArgs,
 }
 
@@ -375,6 +407,10 @@ pub struct QueryArgs {
     /// Output folder of a run; its tables and its input (as corpus) are registered.
     #[arg(long, value_name = "DIR")]
     pub data: Option<PathBuf>,
+    /// A signature index (run --index); registers index_documents, index_group_log,
+    /// index_groups (each document's current group) and index_batches.
+    #[arg(long, value_name = "DIR")]
+    pub index: Option<PathBuf>,
     /// How to write the result.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
@@ -406,6 +442,8 @@ pub async fn execute(cli: Cli) -> Result<()> {
                 pairs: args.pairs,
                 overwrite: args.overwrite,
                 features: with_bits(args.features, args.bits.as_deref())?,
+                index: args.index.options(),
+                partition_by: args.partition_by,
                 console: args.console.console(),
             };
             let summary = job::run(&options).await?;
@@ -424,6 +462,7 @@ pub async fn execute(cli: Cli) -> Result<()> {
                 plan: args.plan,
                 pairs: args.pairs,
                 overwrite: args.overwrite,
+                index: args.index.options(),
                 console: args.console.console(),
             };
             let summary = job::match_fingerprints(&options).await?;
@@ -492,6 +531,7 @@ pub async fn execute(cli: Cli) -> Result<()> {
         Command::Query(args) => {
             let options = QueryOptions {
                 data: args.data,
+                index: args.index,
                 sql: args.sql,
                 format: args.format,
                 out: args.out,

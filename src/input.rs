@@ -5,7 +5,9 @@ use std::collections::BTreeSet;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use datafusion::arrow::datatypes::{DataType, SchemaRef};
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use crate::error::{Error, Result};
@@ -15,9 +17,15 @@ use crate::error::{Error, Result};
 #[derive(Debug, Clone)]
 pub struct Corpus {
     pub files: Vec<PathBuf>,
+    /// The files' columns, then the partition columns.
     pub schema: SchemaRef,
     /// Rows in all the files, from their Parquet footers.
     pub rows: u64,
+    /// Hive partition columns (`dt` of `.../dt=2026-11-28/part-0.parquet`), Utf8, in path order.
+    pub partition_columns: Vec<String>,
+    /// Each file's partition values (NULL for `__HIVE_DEFAULT_PARTITION__`), in the columns'
+    /// order.
+    pub partition_values: Vec<Vec<Option<String>>>,
 }
 
 /// Expands files, folders (searched recursively for `*.parquet`) and glob patterns into a list
@@ -107,6 +115,51 @@ fn collect_parquet_files(dir: &Path, files: &mut Vec<PathBuf>) -> Result<()> {
     Ok(())
 }
 
+/// The `name=value` folders on a file's path, outermost first: Hive-style partitions.
+fn hive_partitions(file: &Path) -> Vec<(String, Option<String>)> {
+    let Some(parent) = file.parent() else {
+        return Vec::new();
+    };
+    parent
+        .components()
+        .filter_map(|c| {
+            let segment = c.as_os_str().to_str()?;
+            let (name, value) = segment.split_once('=')?;
+            if name.is_empty() || name.starts_with(['.', '_']) {
+                return None;
+            }
+            let value = (value != "__HIVE_DEFAULT_PARTITION__").then(|| unescape(value));
+            Some((unescape(name), value))
+        })
+        .collect()
+}
+
+/// Undoes the %XX escapes Hive and Spark write into partition folder names (a '/' in a value
+/// is %2F); anything that is not a valid escape stays as it is.
+fn unescape(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes.get(i + 1..i + 3).and_then(|h| {
+            std::str::from_utf8(h)
+                .ok()
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+        });
+        match (bytes[i], hex) {
+            (b'%', Some(byte)) => {
+                out.push(byte);
+                i += 3;
+            }
+            (byte, _) => {
+                out.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 /// Reads the footer of every file (no data) and checks that the schemas agree.
 pub fn inspect(files: Vec<PathBuf>) -> Result<Corpus> {
     let mut schema: Option<SchemaRef> = None;
@@ -128,11 +181,52 @@ pub fn inspect(files: Vec<PathBuf>) -> Result<Corpus> {
         }
     }
     let schema = schema.ok_or_else(|| Error::Input("no input files".into()))?;
+    let (partition_columns, partition_values) = partitions(&files, &schema)?;
+    let mut fields: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
+    fields.extend(
+        partition_columns
+            .iter()
+            .map(|name| Field::new(name, DataType::Utf8, true)),
+    );
     Ok(Corpus {
         files,
-        schema,
+        schema: Arc::new(Schema::new(fields)),
         rows,
+        partition_columns,
+        partition_values,
     })
+}
+
+/// Partition columns and each file's values. Every file must sit under the same partition
+/// names; a name that is also a column of the files is the files' column, not a partition.
+type Partitions = (Vec<String>, Vec<Vec<Option<String>>>);
+
+fn partitions(files: &[PathBuf], schema: &SchemaRef) -> Result<Partitions> {
+    let mut columns: Option<Vec<String>> = None;
+    let mut values = Vec::with_capacity(files.len());
+    for file in files {
+        let found: Vec<(String, Option<String>)> = hive_partitions(file)
+            .into_iter()
+            .filter(|(name, _)| schema.field_with_name(name).is_err())
+            .collect();
+        let names: Vec<String> = found.iter().map(|(n, _)| n.clone()).collect();
+        match &columns {
+            None => columns = Some(names),
+            Some(first) if *first != names => {
+                return Err(Error::Input(format!(
+                    "{} is under partition folders [{}], but {} is under [{}]; every input file \
+                     must have the same partition columns",
+                    file.display(),
+                    names.join(", "),
+                    files[0].display(),
+                    first.join(", ")
+                )));
+            }
+            Some(_) => {}
+        }
+        values.push(found.into_iter().map(|(_, v)| v).collect());
+    }
+    Ok((columns.unwrap_or_default(), values))
 }
 
 impl Corpus {
@@ -295,6 +389,47 @@ mod tests {
         std::fs::write(dir.path().join("notes.txt"), "x").unwrap();
         let err = resolve_inputs(&[dir.path().display().to_string()]).unwrap_err();
         assert!(err.to_string().contains("no .parquet files"), "{err}");
+    }
+
+    #[test]
+    fn hive_partition_folders_become_columns() {
+        let parts = hive_partitions(Path::new(
+            "/data/crawl/dt=2026-11-28/lang=zh%2Dcn/part-0.parquet",
+        ));
+        let expected = [
+            ("dt".to_string(), Some("2026-11-28".to_string())),
+            ("lang".to_string(), Some("zh-cn".to_string())),
+        ];
+        assert_eq!(parts, expected);
+        let parts = hive_partitions(Path::new(
+            "/x/_tmp=1/.hidden=2/k=__HIVE_DEFAULT_PARTITION__/f",
+        ));
+        assert_eq!(parts, [("k".to_string(), None)]);
+        assert_eq!(unescape("a%3Ab%zz%4"), "a:b%zz%4");
+    }
+
+    #[test]
+    fn files_under_different_partitions_are_refused() {
+        let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, false)]));
+        let files = [
+            PathBuf::from("/c/dt=1/a.parquet"),
+            PathBuf::from("/c/dt=2/a.parquet"),
+        ];
+        let (columns, values) = partitions(&files, &schema).unwrap();
+        assert_eq!(columns, ["dt"]);
+        assert_eq!(values[1], [Some("2".to_string())]);
+        // A folder name that is also a column is the column, not a partition.
+        let files = [PathBuf::from("/c/id=1/a.parquet")];
+        assert!(partitions(&files, &schema).unwrap().0.is_empty());
+        let files = [
+            PathBuf::from("/c/dt=1/a.parquet"),
+            PathBuf::from("/c/other/a.parquet"),
+        ];
+        let err = partitions(&files, &schema).unwrap_err().to_string();
+        assert!(
+            err.contains("/c/other/a.parquet") && err.contains("[dt]"),
+            "{err}"
+        );
     }
 
     #[test]

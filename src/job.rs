@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use datafusion::arrow::array::{Array, RecordBatch};
-use datafusion::arrow::datatypes::{Field, Schema};
+use datafusion::arrow::array::{Array, ArrayRef, RecordBatch, UInt64Array};
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::catalog::MemTable;
 use datafusion::common::cast::as_int64_array;
 use datafusion::execution::FunctionRegistry;
@@ -17,10 +17,11 @@ use futures::StreamExt;
 
 use crate::error::{Error, QueryContext, Result};
 use crate::fingerprint::BANDS;
+use crate::index::{BatchMeta, Index, IndexMeta};
 use crate::input::{self, Corpus, quote_ident, quote_literal};
 use crate::output::{SUMMARY_FILE, StagingDir};
 use crate::pipeline::{self, Matching, PairsListed, Params};
-use crate::summary::{Counts, Parameters, PlanReport, StageTime, Summary};
+use crate::summary::{Counts, IndexReport, Parameters, PlanReport, StageTime, Summary};
 use crate::text::{FeatureOptions, Featurizer};
 use crate::udf::FingerprintColumn;
 use crate::{cluster, udf};
@@ -49,7 +50,19 @@ pub struct RunOptions {
     pub overwrite: bool,
     /// How texts become features (`--features`; `simhash`'s option string).
     pub features: FeatureOptions,
+    /// Match against (and maybe add to) a signature index (`--index`, `--update-index`).
+    pub index: Option<IndexOptions>,
+    /// Columns the deduplicated corpus is partitioned by (`--partition-by`), Hive style.
+    pub partition_by: Vec<String>,
     pub console: Console,
+}
+
+/// `--index DIR [--update-index]`.
+#[derive(Debug, Clone)]
+pub struct IndexOptions {
+    pub dir: PathBuf,
+    /// Add this batch to the index once its outputs are written.
+    pub update: bool,
 }
 
 /// What `neardup match` is asked to do: fingerprints computed elsewhere.
@@ -66,6 +79,8 @@ pub struct MatchOptions {
     /// Which document pairs `pairs` lists (`--pairs`).
     pub pairs: PairsListed,
     pub overwrite: bool,
+    /// Match against (and maybe add to) a signature index (`--index`, `--update-index`).
+    pub index: Option<IndexOptions>,
     pub console: Console,
 }
 
@@ -226,27 +241,41 @@ pub async fn run(options: &RunOptions) -> Result<Summary> {
     let corpus = input::inspect(input::resolve_inputs(&options.inputs)?)?;
     corpus.check_id_column(&options.id_column)?;
     corpus.check_text_column(&options.text_column)?;
+    let partition_by = partition_clause(&corpus, &options.partition_by)?;
     // The canonical form: every option spelled out, recorded in summary.json as it ran.
     let features = options.features.to_string();
     Featurizer::cached(&features).map_err(|e| Error::Usage(format!("--features: {e}")))?;
+    let id_type = corpus.column_type(&options.id_column, "id")?;
+    let settings = IndexMeta::new(bits, options.k, &features, &id_type);
+    let batch = IndexedBatch::open(options.index.as_ref(), settings)?;
     let staging = StagingDir::create(&options.output, options.overwrite)?;
     let ctx = session_context_with(options.console)?;
     register_corpus(&ctx, &corpus).await?;
-    let params = stage_params(staging.path(), &options.id_column, options.k, bits)
+    let mut params = stage_params(staging.path(), &options.id_column, options.k, bits);
+    params
         .set("text", quote_ident(&options.text_column))
         .set("features", quote_literal(&features))
-        .clone();
+        .set("partition_by", partition_by);
+    if let Some(batch) = &batch {
+        batch.prepare(&ctx, &id_type, bits, &mut params).await?;
+    }
     let stages = async {
-        clock
-            .time("check ids", check_ids(&ctx, &corpus, &options.id_column))
-            .await?;
+        let ids = async {
+            check_ids(&ctx, &corpus, &options.id_column).await?;
+            match &batch {
+                Some(batch) => batch.check_new_ids(&ctx, &options.id_column).await,
+                None => Ok(()),
+            }
+        };
+        clock.time("check ids", ids).await?;
         let show = !options.console.quiet;
         let signatures = async {
             let _bar = crate::progress::StageBar::documents(corpus.rows, show);
             pipeline::run_stage(&ctx, &pipeline::SIGNATURES, &params).await
         };
         clock.time("signatures", signatures).await?;
-        let plan = run_matching(&ctx, &params, options, &mut clock).await?;
+        let asked = MatchingAsked::from(options).against(batch.as_ref());
+        let plan = run_matching(&ctx, &params, asked, &mut clock).await?;
         clock
             .time(
                 "dedup",
@@ -260,7 +289,8 @@ pub async fn run(options: &RunOptions) -> Result<Summary> {
         Err(e) => return Err(name_corrupt_input(&ctx, e, &corpus).await),
     };
 
-    let mut counts = count(&ctx, true, options.features.min_features).await?;
+    let fresh = batch.as_ref().map(|b| b.number);
+    let mut counts = count(&ctx, true, options.features.min_features, fresh).await?;
     let kept = count_rows(&ctx, "dedup").await?;
     if kept + counts.documents_removed != counts.documents {
         return Err(Error::Internal(format!(
@@ -269,7 +299,7 @@ pub async fn run(options: &RunOptions) -> Result<Summary> {
         )));
     }
     counts.documents_kept = Some(kept);
-    let parameters = parameters(
+    let mut parameters = parameters(
         options.k,
         options.matching,
         options.pairs,
@@ -278,7 +308,15 @@ pub async fn run(options: &RunOptions) -> Result<Summary> {
         &features,
         bits,
     );
-    finish(staging, "run", parameters, plan, &corpus, counts, clock)
+    parameters.partition_by = options.partition_by.clone();
+    let done = Finished {
+        command: "run",
+        parameters,
+        plan,
+        corpus: &corpus,
+        counts,
+    };
+    finish_batch(&ctx, staging, batch, &params, done, clock).await
 }
 
 /// `neardup match`: fingerprints in; pairs, groups and summary out.
@@ -288,16 +326,26 @@ pub async fn match_fingerprints(options: &MatchOptions) -> Result<Summary> {
     let corpus = input::inspect(input::resolve_inputs(&options.signatures)?)?;
     corpus.check_id_column(&options.id_column)?;
     corpus.check_simhash_column(&options.simhash_column)?;
+    let id_type = corpus.column_type(&options.id_column, "id")?;
+    let settings = IndexMeta::new(64, options.k, FINGERPRINTS_GIVEN, &id_type);
+    let batch = IndexedBatch::open(options.index.as_ref(), settings)?;
     let staging = StagingDir::create(&options.output, options.overwrite)?;
     let ctx = session_context_with(options.console)?;
     register_corpus(&ctx, &corpus).await?;
-    let params = stage_params(staging.path(), &options.id_column, options.k, 64)
-        .set("simhash", quote_ident(&options.simhash_column))
-        .clone();
+    let mut params = stage_params(staging.path(), &options.id_column, options.k, 64);
+    params.set("simhash", quote_ident(&options.simhash_column));
+    if let Some(batch) = &batch {
+        batch.prepare(&ctx, &id_type, 64, &mut params).await?;
+    }
     let stages = async {
-        clock
-            .time("check ids", check_ids(&ctx, &corpus, &options.id_column))
-            .await?;
+        let ids = async {
+            check_ids(&ctx, &corpus, &options.id_column).await?;
+            match &batch {
+                Some(batch) => batch.check_new_ids(&ctx, &options.id_column).await,
+                None => Ok(()),
+            }
+        };
+        clock.time("check ids", ids).await?;
         pipeline::run_stage(&ctx, &pipeline::SIGNATURES_GIVEN, &params).await?;
         let asked = MatchingAsked {
             k: options.k,
@@ -305,24 +353,230 @@ pub async fn match_fingerprints(options: &MatchOptions) -> Result<Summary> {
             plan: &options.plan,
             pairs: options.pairs,
             quiet: options.console.quiet,
-        };
+            indexed: false,
+        }
+        .against(batch.as_ref());
         run_matching(&ctx, &params, asked, &mut clock).await
     };
     let plan = match stages.await {
         Ok(plan) => plan,
         Err(e) => return Err(name_corrupt_input(&ctx, e, &corpus).await),
     };
-    let counts = count(&ctx, false, 0).await?;
+    let fresh = batch.as_ref().map(|b| b.number);
+    let counts = count(&ctx, false, 0, fresh).await?;
     let parameters = parameters(
         options.k,
         options.matching,
         options.pairs,
         &options.id_column,
         &options.simhash_column,
-        "fingerprints given",
+        FINGERPRINTS_GIVEN,
         64,
     );
-    finish(staging, "match", parameters, plan, &corpus, counts, clock)
+    let done = Finished {
+        command: "match",
+        parameters,
+        plan,
+        corpus: &corpus,
+        counts,
+    };
+    finish_batch(&ctx, staging, batch, &params, done, clock).await
+}
+
+/// The features of `neardup match`, in summary.json and an index's settings.
+const FINGERPRINTS_GIVEN: &str = "fingerprints given";
+
+/// `PARTITIONED BY (...)` for `--partition-by`, after checking each column exists.
+fn partition_clause(corpus: &Corpus, columns: &[String]) -> Result<String> {
+    if columns.is_empty() {
+        return Ok(String::new());
+    }
+    for column in columns {
+        corpus.column_type(column, "partition-by")?;
+        // DataFusion takes the names in PARTITIONED BY as written, quotes included.
+        if !column.chars().all(|c| c.is_alphanumeric() || c == '_') {
+            return Err(Error::Usage(format!(
+                "--partition-by {column}: partition columns are written as folder names; use a \
+                 column whose name has only letters, digits and '_' (rename it first with \
+                 neardup query)"
+            )));
+        }
+    }
+    Ok(format!("PARTITIONED BY ({})", columns.join(", ")))
+}
+
+/// A job's place in a signature index: the index as found, its settings for this run, this
+/// batch's number and, with `--update-index`, the staging folder of the batch's part.
+struct IndexedBatch {
+    index: Index,
+    settings: IndexMeta,
+    number: u64,
+    staging: Option<StagingDir>,
+}
+
+impl IndexedBatch {
+    /// Opens the index and checks its settings before any work; stages the batch's part when
+    /// the run is to add it.
+    fn open(options: Option<&IndexOptions>, settings: IndexMeta) -> Result<Option<Self>> {
+        let Some(options) = options else {
+            return Ok(None);
+        };
+        let index = Index::open(&options.dir, options.update)?;
+        index.check_settings(&settings)?;
+        let number = index.next_batch();
+        let staging = if options.update {
+            Some(index.stage_batch(number)?)
+        } else {
+            None
+        };
+        Ok(Some(Self {
+            index,
+            settings,
+            number,
+            staging,
+        }))
+    }
+
+    /// Registers the index's tables and sets the stages' index parameters.
+    async fn prepare(
+        &self,
+        ctx: &SessionContext,
+        id_type: &DataType,
+        bits: u32,
+        params: &mut Params,
+    ) -> Result<()> {
+        self.index.register(ctx, id_type, bits).await?;
+        params
+            .set("batch", self.number.to_string())
+            .set("next_group_id", self.index.next_group_id().to_string());
+        if let Some(staging) = &self.staging {
+            let folder =
+                |name: &str| quote_literal(&format!("{}/", staging.path().join(name).display()));
+            params
+                .set("index_documents_dir", folder(crate::index::DOCUMENTS_DIR))
+                .set("index_groups_dir", folder(crate::index::GROUP_LOG_DIR));
+        }
+        Ok(())
+    }
+
+    /// A document is added to an index once: ids the index holds are refused, with the batch
+    /// that added them (a batch run twice is caught here, before any work).
+    async fn check_new_ids(&self, ctx: &SessionContext, id_column: &str) -> Result<()> {
+        let id = quote_ident(id_column);
+        let taken = query_batches(
+            ctx,
+            &format!(
+                "SELECT CAST(c.{id} AS VARCHAR) AS id, i.batch FROM corpus c \
+                 JOIN index_documents i ON c.{id} = i.id ORDER BY i.batch, 1 LIMIT 5"
+            ),
+        )
+        .await?;
+        if taken.iter().all(|b| b.num_rows() == 0) {
+            return Ok(());
+        }
+        let shown = datafusion::arrow::util::pretty::pretty_format_batches(&taken)
+            .map_err(|e| Error::Internal(e.to_string()))?;
+        Err(Error::Input(format!(
+            "--index {}: these ids are already in the index, so this batch (or part of it) was \
+             added before; an index holds each document once. Some of them:\n{shown}",
+            self.index.dir.display()
+        )))
+    }
+
+    fn report(&self, next_group_id: u64) -> IndexReport {
+        IndexReport {
+            path: self.index.dir.display().to_string(),
+            batch: self.number,
+            indexed_documents: self.index.documents(),
+            updated: self.staging.is_some(),
+            next_group_id,
+        }
+    }
+}
+
+impl Drop for IndexedBatch {
+    fn drop(&mut self) {
+        // A run that was to create the index and failed leaves no empty index folder behind
+        // (the staged part goes first; removing a folder that is not empty fails, harmlessly).
+        if self.index.meta.is_none() {
+            drop(self.staging.take());
+            let _ = std::fs::remove_dir(&self.index.dir);
+        }
+    }
+}
+
+/// What a finished job reports, before its outputs are committed.
+struct Finished<'a> {
+    command: &'a str,
+    parameters: Parameters,
+    plan: PlanReport,
+    corpus: &'a Corpus,
+    counts: Counts,
+}
+
+/// Writes the index part (with `--update-index`), commits the outputs, then the index part:
+/// a batch is in the index only once its outputs are in place, so a failed run can be run
+/// again as it was.
+async fn finish_batch(
+    ctx: &SessionContext,
+    staging: StagingDir,
+    batch: Option<IndexedBatch>,
+    params: &Params,
+    done: Finished<'_>,
+    mut clock: Stopwatch,
+) -> Result<Summary> {
+    let Some(mut batch) = batch else {
+        return finish(staging, done, None, clock);
+    };
+    let highest = query_batches(ctx, "SELECT max(group_id) FROM groups").await?;
+    let highest = first_unsigned(&highest)?;
+    let next_group_id = batch
+        .index
+        .next_group_id()
+        .max(highest.map_or(0, |g| g + 1));
+    let report = batch.report(next_group_id);
+    let part = batch.staging.take();
+    if part.is_some() {
+        clock
+            .time(
+                "index",
+                pipeline::run_stage(ctx, &pipeline::INDEX_BATCH, params),
+            )
+            .await?;
+    }
+    let documents = done.counts.documents;
+    let inputs = input_names(done.corpus);
+    let quiet = clock.quiet;
+    let summary = finish(staging, done, Some(report), clock)?;
+    if let Some(part) = part {
+        let meta = BatchMeta {
+            batch: batch.number,
+            neardup_version: env!("CARGO_PKG_VERSION").to_string(),
+            inputs,
+            documents,
+            next_group_id,
+            committed_at: crate::index::now_unix(),
+        };
+        batch
+            .index
+            .commit(part, &batch.settings, &meta)
+            .map_err(|e| {
+                Error::Input(format!(
+                    "the outputs are written, but adding batch {} to the index {} failed: {e}. \
+                     The index is as it was; run again with --overwrite to retry",
+                    batch.number,
+                    batch.index.dir.display()
+                ))
+            })?;
+        if !quiet {
+            eprintln!(
+                "neardup: added batch {} ({documents} documents) to {}",
+                batch.number,
+                batch.index.dir.display()
+            );
+        }
+    }
+    Ok(summary)
 }
 
 /// What the matching stages are asked to do.
@@ -333,6 +587,17 @@ struct MatchingAsked<'a> {
     plan: &'a str,
     pairs: PairsListed,
     quiet: bool,
+    /// New documents against a signature index (the `_index` stages).
+    indexed: bool,
+}
+
+impl MatchingAsked<'_> {
+    fn against(self, batch: Option<&IndexedBatch>) -> Self {
+        Self {
+            indexed: batch.is_some(),
+            ..self
+        }
+    }
 }
 
 impl<'a> From<&'a RunOptions> for MatchingAsked<'a> {
@@ -343,6 +608,7 @@ impl<'a> From<&'a RunOptions> for MatchingAsked<'a> {
             plan: &options.plan,
             pairs: options.pairs,
             quiet: options.console.quiet,
+            indexed: false,
         }
     }
 }
@@ -356,10 +622,24 @@ async fn run_matching(
     clock: &mut Stopwatch,
 ) -> Result<PlanReport> {
     let asked = asked.into();
+    // Against an index the candidates are always the join of the fresh keys with all keys.
+    let (fingerprints, candidates, groups) = if asked.indexed {
+        (
+            pipeline::FINGERPRINTS_INDEX,
+            pipeline::CANDIDATES_INDEX,
+            pipeline::GROUPS_INDEX,
+        )
+    } else {
+        (
+            pipeline::FINGERPRINTS,
+            asked.matching.candidates_stage(),
+            pipeline::GROUPS,
+        )
+    };
     clock
         .time(
             "fingerprints",
-            pipeline::run_stage(ctx, &pipeline::FINGERPRINTS, params),
+            pipeline::run_stage(ctx, &fingerprints, params),
         )
         .await?;
     let bits: u32 = if params.get("bits") == Some("128") {
@@ -392,7 +672,7 @@ async fn run_matching(
                 .set("plan", quote_literal(&report.plan))
                 .set("band_from", from.to_string())
                 .set("band_to", to.to_string());
-            pipeline::run_stage(ctx, &asked.matching.candidates_stage(), &params).await?;
+            pipeline::run_stage(ctx, &candidates, &params).await?;
             bar.advance();
         }
         pipeline::run_stage(ctx, &pipeline::CANDIDATES_TABLE, params).await
@@ -405,18 +685,16 @@ async fn run_matching(
         )
         .await?;
     let clustering = async {
-        if params.get("bits") == Some("128") {
-            cluster_fingerprints::<u128>(ctx).await
-        } else {
-            cluster_fingerprints::<u64>(ctx).await
+        match (params.get("bits") == Some("128"), asked.indexed) {
+            (true, false) => cluster_fingerprints::<u128>(ctx).await,
+            (false, false) => cluster_fingerprints::<u64>(ctx).await,
+            (true, true) => cluster_against_index::<u128>(ctx).await,
+            (false, true) => cluster_against_index::<u64>(ctx).await,
         }
     };
     clock.time("clustering", clustering).await?;
     clock
-        .time(
-            "groups",
-            pipeline::run_stage(ctx, &pipeline::GROUPS, params),
-        )
+        .time("groups", pipeline::run_stage(ctx, &groups, params))
         .await?;
     Ok(report)
 }
@@ -574,6 +852,7 @@ fn stage_params(dir: &Path, id_column: &str, k: u32, bits: u32) -> Params {
     params
         .set("id", quote_ident(id_column))
         .set("k", k.to_string())
+        .set("partition_by", "")
         .set("signatures_dir", folder("signatures"))
         .set(
             "fingerprints_dir",
@@ -622,22 +901,21 @@ fn parameters(
         fingerprint_bits: bits,
         bands: bits / 16,
         features: features.to_string(),
+        partition_by: Vec::new(),
     }
 }
 
 fn finish(
     staging: StagingDir,
-    command: &str,
-    parameters: Parameters,
-    plan: PlanReport,
-    corpus: &Corpus,
-    counts: Counts,
+    done: Finished<'_>,
+    index: Option<IndexReport>,
     clock: Stopwatch,
 ) -> Result<Summary> {
     let work = staging.path().join(WORK_DIR);
     if work.exists() {
         std::fs::remove_dir_all(&work).map_err(|e| Error::io(&work, e))?;
     }
+    let counts = done.counts;
     let mut stages = clock.stages;
     for stage in &mut stages {
         stage.rows = match stage.stage.as_str() {
@@ -647,19 +925,17 @@ fn finish(
             "pairs" => Some(counts.pairs),
             "groups" => Some(counts.grouped_documents),
             "dedup" => counts.documents_kept,
+            "index" => Some(counts.documents),
             _ => None,
         };
     }
     let summary = Summary {
         neardup_version: env!("CARGO_PKG_VERSION").to_string(),
-        command: command.to_string(),
-        parameters,
-        plan: Some(plan),
-        inputs: corpus
-            .files
-            .iter()
-            .map(|f| f.display().to_string())
-            .collect(),
+        command: done.command.to_string(),
+        parameters: done.parameters,
+        plan: Some(done.plan),
+        index,
+        inputs: input_names(done.corpus),
         counts,
         stages,
         total_seconds: clock.started.elapsed().as_secs_f64(),
@@ -673,9 +949,18 @@ fn finish(
     Ok(summary)
 }
 
+fn input_names(corpus: &Corpus) -> Vec<String> {
+    corpus
+        .files
+        .iter()
+        .map(|f| f.display().to_string())
+        .collect()
+}
+
 /// Registers `corpus` (all files, scanned in parallel) and `corpus_ordered` (the same rows with
 /// `__neardup_input_order` = file index * 2^32 + row index; the name cannot clash with an
-/// input column, such as the `input_order` of a run's own signatures).
+/// input column, such as the `input_order` of a run's own signatures). Hive partition folders
+/// of the files are columns of both, after the files' own.
 pub async fn register_corpus(ctx: &SessionContext, corpus: &Corpus) -> Result<()> {
     let paths: Vec<String> = corpus
         .files
@@ -683,25 +968,40 @@ pub async fn register_corpus(ctx: &SessionContext, corpus: &Corpus) -> Result<()
         .map(|f| f.display().to_string())
         .collect();
     let options = || ParquetReadOptions::default().file_extension("");
-    let all = ctx
-        .read_parquet(paths.clone(), options())
-        .await
-        .context(|| "reading the input files".into())?;
-    ctx.register_table("corpus", all.into_view())
-        .context(|| "registering the corpus".into())?;
-    let mut union = Vec::with_capacity(paths.len());
+    let mut plain = Vec::with_capacity(paths.len());
+    let mut ordered = Vec::with_capacity(paths.len());
     for (index, path) in paths.iter().enumerate() {
         let table = format!("corpus_file_{index}");
         ctx.register_parquet(&table, path, options())
             .await
             .context(|| format!("reading {path}"))?;
-        union.push(format!(
-            "SELECT *, {index} * 4294967296 + CAST(row_number() OVER () AS BIGINT) - 1 AS __neardup_input_order FROM {table}"
+        let mut columns = String::from("*");
+        let values = corpus.partition_values.get(index).into_iter().flatten();
+        for (name, value) in corpus.partition_columns.iter().zip(values) {
+            let value = value
+                .as_deref()
+                .map_or("CAST(NULL AS VARCHAR)".to_string(), quote_literal);
+            columns.push_str(&format!(", {value} AS {}", quote_ident(name)));
+        }
+        plain.push(format!("SELECT {columns} FROM {table}"));
+        ordered.push(format!(
+            "SELECT {columns}, {index} * 4294967296 + CAST(row_number() OVER () AS BIGINT) - 1 AS __neardup_input_order FROM {table}"
         ));
+    }
+    if corpus.partition_columns.is_empty() {
+        let all = ctx
+            .read_parquet(paths.clone(), options())
+            .await
+            .context(|| "reading the input files".into())?;
+        ctx.register_table("corpus", all.into_view())
+            .context(|| "registering the corpus".into())?;
+    } else {
+        let view = format!("CREATE VIEW corpus AS {}", plain.join(" UNION ALL "));
+        pipeline::run_statements(ctx, &view, "partition columns").await?;
     }
     let view = format!(
         "CREATE VIEW corpus_ordered AS {}",
-        union.join(" UNION ALL ")
+        ordered.join(" UNION ALL ")
     );
     pipeline::run_statements(ctx, &view, "input order").await
 }
@@ -781,6 +1081,114 @@ async fn cluster_fingerprints<F: FingerprintColumn>(ctx: &SessionContext) -> Res
     Ok(())
 }
 
+/// A node of the clustering against an index: a fingerprint of this batch, or a group the
+/// index already holds (its members are connected without reading them all).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+enum Node<F> {
+    Fingerprint(F),
+    Group(u64),
+}
+
+/// Union-find over this batch's fingerprints (every new document's, both sides of each pair)
+/// and the indexed groups they touch; registers `fingerprint_components` and
+/// `group_components` for sql/05_groups_index.sql, components numbered from 0.
+async fn cluster_against_index<F: FingerprintColumn + std::hash::Hash>(
+    ctx: &SessionContext,
+) -> Result<()> {
+    let what = || "clustering against the index".to_string();
+    let mut edges: Vec<(Node<F>, Node<F>)> = Vec::new();
+    let mut stream = ctx
+        .sql(
+            "SELECT simhash_a, simhash_b FROM fingerprint_pairs \
+             UNION ALL \
+             SELECT DISTINCT simhash AS simhash_a, simhash AS simhash_b FROM documents \
+             WHERE fresh AND simhash IS NOT NULL",
+        )
+        .await
+        .context(what)?
+        .execute_stream()
+        .await
+        .context(what)?;
+    while let Some(batch) = stream.next().await {
+        let batch = batch.context(what)?;
+        let a = F::values(batch.column(0)).context(what)?;
+        let b = F::values(batch.column(1)).context(what)?;
+        edges.extend(
+            a.into_iter()
+                .zip(b)
+                .map(|(a, b)| (Node::Fingerprint(a), Node::Fingerprint(b))),
+        );
+    }
+    let memberships = query_batches(
+        ctx,
+        "SELECT DISTINCT d.simhash, g.group_id \
+         FROM index_documents d \
+         JOIN index_groups g ON d.id = g.id \
+         WHERE d.simhash IN (SELECT simhash_a FROM fingerprint_pairs \
+                             UNION ALL SELECT simhash_b FROM fingerprint_pairs \
+                             UNION ALL SELECT simhash FROM documents WHERE fresh)",
+    )
+    .await?;
+    for batch in &memberships {
+        let fingerprints = F::values(batch.column(0)).context(what)?;
+        let groups = datafusion::common::cast::as_uint64_array(batch.column(1)).context(what)?;
+        edges.extend(
+            fingerprints
+                .into_iter()
+                .zip(groups.iter().flatten())
+                .map(|(f, g)| (Node::Fingerprint(f), Node::Group(g))),
+        );
+    }
+    let mut numbers = std::collections::HashMap::new();
+    let (mut fingerprints, mut fingerprint_labels) = (Vec::new(), Vec::new());
+    let (mut groups, mut group_labels) = (Vec::new(), Vec::new());
+    for (node, label) in cluster::connected_components(edges) {
+        let next = numbers.len() as u64;
+        let component = *numbers.entry(label).or_insert(next);
+        match node {
+            Node::Fingerprint(f) => {
+                fingerprints.push(f);
+                fingerprint_labels.push(component);
+            }
+            Node::Group(g) => {
+                groups.push(g);
+                group_labels.push(component);
+            }
+        }
+    }
+    let register = |name: &str, first: (&str, DataType, ArrayRef), labels: Vec<u64>| {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new(first.0, first.1, false),
+            Field::new("component", DataType::UInt64, false),
+        ]));
+        let columns = vec![first.2, Arc::new(UInt64Array::from(labels)) as ArrayRef];
+        let batch = RecordBatch::try_new(Arc::clone(&schema), columns)
+            .map_err(|e| Error::Internal(e.to_string()))?;
+        let table = MemTable::try_new(schema, vec![vec![batch]]).context(what)?;
+        ctx.register_table(name, Arc::new(table)).context(what)?;
+        Ok::<(), Error>(())
+    };
+    register(
+        "fingerprint_components",
+        (
+            "simhash",
+            F::data_type(),
+            F::column(&fingerprints).context(what)?,
+        ),
+        fingerprint_labels,
+    )?;
+    register(
+        "group_components",
+        (
+            "group_id",
+            DataType::UInt64,
+            Arc::new(UInt64Array::from(groups)),
+        ),
+        group_labels,
+    )?;
+    Ok(())
+}
+
 /// Runs one query and collects its result; errors name the query.
 pub(crate) async fn query_batches(ctx: &SessionContext, sql: &str) -> Result<Vec<RecordBatch>> {
     let what = || format!("query {sql}");
@@ -811,8 +1219,26 @@ fn first_value(batches: &[RecordBatch], column: usize) -> Result<u64> {
     })
 }
 
+/// The single value of a one-row UInt64 result (`max(group_id)`), `None` when NULL.
+fn first_unsigned(batches: &[RecordBatch]) -> Result<Option<u64>> {
+    let batch = batches
+        .iter()
+        .find(|b| b.num_rows() > 0)
+        .ok_or_else(|| Error::Internal("query returned no row".into()))?;
+    let values = datafusion::common::cast::as_uint64_array(batch.column(0))
+        .context(|| "largest group id".into())?;
+    Ok((!values.is_null(0)).then(|| values.value(0)))
+}
+
 /// Counts for the summary. `has_texts` is false for `match`, whose input holds no texts.
-async fn count(ctx: &SessionContext, has_texts: bool, min_features: usize) -> Result<Counts> {
+/// `batch` is this run's batch of an index, whose `groups` also list indexed documents: only
+/// this batch's documents can be removed from its dedup.
+async fn count(
+    ctx: &SessionContext,
+    has_texts: bool,
+    min_features: usize,
+    batch: Option<u64>,
+) -> Result<Counts> {
     // `features` is NULL for NULL text; `match` has no texts, so no features column.
     let features = if has_texts { "features" } else { "NULL" };
     let documents = query_batches(
@@ -831,9 +1257,15 @@ async fn count(ctx: &SessionContext, has_texts: bool, min_features: usize) -> Re
     } else {
         0
     };
+    let removed = match batch {
+        None => "count(*) - count(DISTINCT group_id)".to_string(),
+        Some(batch) => {
+            format!("count(*) FILTER (WHERE id <> representative_id AND batch = {batch})")
+        }
+    };
     let groups = query_batches(
         ctx,
-        "SELECT count(DISTINCT group_id), count(*), count(*) - count(DISTINCT group_id) FROM groups",
+        &format!("SELECT count(DISTINCT group_id), count(*), {removed} FROM groups"),
     )
     .await?;
     Ok(Counts {

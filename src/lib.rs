@@ -10,6 +10,7 @@ pub mod error;
 pub mod eval;
 pub mod fingerprint;
 pub mod generate;
+pub mod index;
 pub mod input;
 pub mod job;
 pub mod logging;

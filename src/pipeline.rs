@@ -38,6 +38,10 @@ pub const FINGERPRINTS: Stage = Stage {
     name: "sql/02_fingerprints.sql",
     sql: include_str!("../sql/02_fingerprints.sql"),
 };
+pub const FINGERPRINTS_INDEX: Stage = Stage {
+    name: "sql/02_fingerprints_index.sql",
+    sql: include_str!("../sql/02_fingerprints_index.sql"),
+};
 pub const CANDIDATES_JOIN: Stage = Stage {
     name: "sql/03_candidates_join.sql",
     sql: include_str!("../sql/03_candidates_join.sql"),
@@ -45,6 +49,10 @@ pub const CANDIDATES_JOIN: Stage = Stage {
 pub const CANDIDATES_SCAN: Stage = Stage {
     name: "sql/03_candidates_scan.sql",
     sql: include_str!("../sql/03_candidates_scan.sql"),
+};
+pub const CANDIDATES_INDEX: Stage = Stage {
+    name: "sql/03_candidates_index.sql",
+    sql: include_str!("../sql/03_candidates_index.sql"),
 };
 pub const CANDIDATES_TABLE: Stage = Stage {
     name: "sql/03_candidates_table.sql",
@@ -62,9 +70,17 @@ pub const GROUPS: Stage = Stage {
     name: "sql/05_groups.sql",
     sql: include_str!("../sql/05_groups.sql"),
 };
+pub const GROUPS_INDEX: Stage = Stage {
+    name: "sql/05_groups_index.sql",
+    sql: include_str!("../sql/05_groups_index.sql"),
+};
 pub const DEDUP: Stage = Stage {
     name: "sql/06_dedup.sql",
     sql: include_str!("../sql/06_dedup.sql"),
+};
+pub const INDEX_BATCH: Stage = Stage {
+    name: "sql/07_index_batch.sql",
+    sql: include_str!("../sql/07_index_batch.sql"),
 };
 
 /// How stage 3 finds the pairs of distinct fingerprints within k, whatever the band plan. Both
@@ -201,13 +217,7 @@ pub async fn run_statements(ctx: &SessionContext, sql: &str, origin: &str) -> Re
 /// schema is unknown). Writes one empty Parquet file with the query's schema in that case, so an
 /// empty result is still a valid, typed table.
 fn ensure_table_file(folder: &Path, schema: SchemaRef) -> Result<()> {
-    let has_file = match std::fs::read_dir(folder) {
-        Ok(entries) => entries
-            .filter_map(|e| e.ok())
-            .any(|e| e.file_name().to_string_lossy().ends_with(".parquet")),
-        Err(_) => false,
-    };
-    if has_file {
+    if holds_parquet(folder) {
         return Ok(());
     }
     std::fs::create_dir_all(folder).map_err(|e| Error::io(folder, e))?;
@@ -219,6 +229,18 @@ fn ensure_table_file(folder: &Path, schema: SchemaRef) -> Result<()> {
         .close()
         .map_err(writer_error)?;
     Ok(())
+}
+
+/// True when `folder` or a folder inside it (a partitioned COPY) holds a Parquet file.
+fn holds_parquet(folder: &Path) -> bool {
+    let Ok(entries) = std::fs::read_dir(folder) else {
+        return false;
+    };
+    entries.filter_map(|e| e.ok()).any(|e| {
+        let path = e.path();
+        path.is_dir() && holds_parquet(&path)
+            || e.file_name().to_string_lossy().ends_with(".parquet")
+    })
 }
 
 #[cfg(test)]
@@ -262,6 +284,8 @@ mod tests {
             "pairs_dir",
             "groups_dir",
             "dedup_dir",
+            "index_documents_dir",
+            "index_groups_dir",
             "simhash",
         ] {
             params.set(
@@ -280,18 +304,25 @@ mod tests {
             .set("bucket_names", "bucket1")
             .set("plan", "'bands:4'")
             .set("band_from", "1")
-            .set("band_to", "5");
+            .set("band_to", "5")
+            .set("batch", "2")
+            .set("next_group_id", "7")
+            .set("partition_by", "PARTITIONED BY (dt)");
         for stage in [
             SIGNATURES,
             SIGNATURES_GIVEN,
             FINGERPRINTS,
+            FINGERPRINTS_INDEX,
             CANDIDATES_JOIN,
             CANDIDATES_SCAN,
+            CANDIDATES_INDEX,
             CANDIDATES_TABLE,
             PAIRS,
             PAIRS_STAR,
             GROUPS,
+            GROUPS_INDEX,
             DEDUP,
+            INDEX_BATCH,
         ] {
             let sql = render(&stage, &params).unwrap();
             DFParser::parse_sql_with_dialect(&sql, &GenericDialect {})

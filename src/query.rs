@@ -6,6 +6,7 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use datafusion::arrow::csv;
+use datafusion::arrow::datatypes::DataType;
 use datafusion::arrow::json::LineDelimitedWriter;
 use datafusion::arrow::util::pretty::pretty_format_batches;
 use datafusion::parquet::arrow::ArrowWriter;
@@ -37,6 +38,8 @@ pub enum Format {
 #[derive(Debug, Clone)]
 pub struct QueryOptions {
     pub data: Option<PathBuf>,
+    /// A signature index whose tables are registered too.
+    pub index: Option<PathBuf>,
     pub sql: String,
     pub format: Format,
     pub out: Option<PathBuf>,
@@ -53,6 +56,11 @@ pub async fn query(options: &QueryOptions) -> Result<()> {
     let ctx = job::session_context()?.enable_url_table();
     if let Some(data) = &options.data {
         register_outputs(&ctx, data).await?;
+    }
+    if let Some(dir) = &options.index {
+        crate::index::Index::open_existing(dir)?
+            .register_for_query(&ctx)
+            .await?;
     }
     let mut statements = DFParser::parse_sql_with_dialect(&options.sql, &GenericDialect {})
         .context(|| "the SQL does not parse".into())?;
@@ -168,10 +176,17 @@ pub async fn register_outputs(ctx: &SessionContext, data: &Path) -> Result<()> {
     for table in OUTPUT_TABLES {
         let dir = data.join(table);
         if dir.is_dir() {
+            // A partitioned dedup keeps its partition columns in folder names (dt=.../).
+            let partitions = if table == "dedup" {
+                let by = &summary.parameters.partition_by;
+                by.iter().map(|c| (c.clone(), DataType::Utf8)).collect()
+            } else {
+                Vec::new()
+            };
             ctx.register_parquet(
                 table,
                 &format!("{}/", dir.display()),
-                ParquetReadOptions::default(),
+                ParquetReadOptions::default().table_partition_cols(partitions),
             )
             .await
             .context(|| format!("reading {}", dir.display()))?;

@@ -15,6 +15,9 @@ pub struct Summary {
     /// The band plan the matching ran (absent in summaries written before plans existed).
     #[serde(default)]
     pub plan: Option<PlanReport>,
+    /// The signature index the run matched against (`--index`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index: Option<IndexReport>,
     /// Absolute paths of the input files, in input order.
     pub inputs: Vec<String>,
     pub counts: Counts,
@@ -39,6 +42,24 @@ pub struct Parameters {
     pub fingerprint_bits: u32,
     pub bands: u32,
     pub features: String,
+    /// Columns `dedup` is partitioned by (`--partition-by`), Hive style; empty when not.
+    #[serde(default)]
+    pub partition_by: Vec<String>,
+}
+
+/// A run against a signature index (docs/INDEX.md).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct IndexReport {
+    /// The index folder.
+    pub path: String,
+    /// This run's batch number (the one it was added as, with `updated`).
+    pub batch: u64,
+    /// Documents the index held before this run.
+    pub indexed_documents: u64,
+    /// Whether the batch was added to the index (`--update-index`).
+    pub updated: bool,
+    /// Group ids from here on were not used.
+    pub next_group_id: u64,
 }
 
 /// The band plan a matching ran, and why.

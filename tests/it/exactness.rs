@@ -12,7 +12,7 @@ use crate::common::{SplitMix64, path_str, query, summary, write_fingerprints};
 
 /// Rows in input order: (id, fingerprint). Ids run backwards so that "first in input order"
 /// and "smallest id" disagree, and the test can tell which rule the job applied.
-fn planted_fingerprints() -> Vec<(i64, u64)> {
+pub(crate) fn planted_fingerprints() -> Vec<(i64, u64)> {
     let mut rng = SplitMix64(42);
     let mut fingerprints: Vec<u64> = (0..1500).map(|_| rng.next_u64()).collect();
     // Neighbours at distance 0..=9 from random earlier fingerprints.
@@ -60,7 +60,7 @@ fn planted_fingerprints() -> Vec<(i64, u64)> {
         .collect()
 }
 
-fn brute_force_pairs(rows: &[(i64, u64)], k: u32) -> Vec<(i64, i64, u8)> {
+pub(crate) fn brute_force_pairs(rows: &[(i64, u64)], k: u32) -> Vec<(i64, i64, u8)> {
     let mut pairs = Vec::new();
     for (i, &(id_i, f_i)) in rows.iter().enumerate() {
         for &(id_j, f_j) in &rows[i + 1..] {
@@ -75,7 +75,10 @@ fn brute_force_pairs(rows: &[(i64, u64)], k: u32) -> Vec<(i64, i64, u8)> {
 }
 
 /// (id, group_id, representative_id, group_size, distance) by breadth-first search.
-fn bfs_groups(rows: &[(i64, u64)], pairs: &[(i64, i64, u8)]) -> Vec<(i64, u64, i64, i64, u8)> {
+pub(crate) fn bfs_groups(
+    rows: &[(i64, u64)],
+    pairs: &[(i64, i64, u8)],
+) -> Vec<(i64, u64, i64, i64, u8)> {
     let row_of: BTreeMap<i64, usize> = rows
         .iter()
         .enumerate()

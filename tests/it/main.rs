@@ -6,4 +6,5 @@ mod errors;
 mod evaluation;
 mod exactness;
 mod features;
+mod incremental;
 mod robustness;

@@ -1,0 +1,24 @@
+-- Stage 2 against an index (`--index`): the documents of the index and of this batch, and
+-- their distinct fingerprints, each marked `fresh` when a document of this batch has it.
+--
+-- Only fresh fingerprints look for partners in stage 3: pairs of fingerprints that only
+-- indexed documents have were found when their batches ran, so a batch costs what its own
+-- fingerprints find, not a comparison of the index with itself. A fingerprint that indexed
+-- documents have too is fresh all the same: its new documents pair with the documents of its
+-- indexed neighbours, and stage 4 lists only the document pairs with a new document.
+
+CREATE VIEW documents AS
+SELECT id, simhash, batch, input_order, false AS fresh
+FROM index_documents
+UNION ALL
+SELECT id, simhash, CAST(${batch} AS BIGINT) AS batch, input_order, true AS fresh
+FROM signatures;
+
+COPY (
+    SELECT simhash, bool_or(fresh) AS fresh
+    FROM documents
+    WHERE simhash IS NOT NULL
+    GROUP BY simhash
+) TO ${fingerprints_dir} STORED AS PARQUET;
+
+CREATE EXTERNAL TABLE fingerprints STORED AS PARQUET LOCATION ${fingerprints_dir};

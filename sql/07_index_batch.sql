@@ -1,0 +1,16 @@
+-- After the outputs, with `--update-index`: this batch's part of the index (docs/INDEX.md).
+--
+-- documents: every document of the batch, fingerprint or not (its id is taken from now on),
+-- with the signatures' band columns, the batch number and its input order.
+-- group_log: the group of every member of every group the batch made or changed; a
+-- document's group is its row of the highest `assigned_batch` (view `index_groups`).
+
+COPY (
+    SELECT id, simhash, ${bucket_names}, CAST(${batch} AS BIGINT) AS batch, input_order
+    FROM signatures
+) TO ${index_documents_dir} STORED AS PARQUET;
+
+COPY (
+    SELECT id, group_id, representative_id, CAST(${batch} AS BIGINT) AS assigned_batch
+    FROM groups
+) TO ${index_groups_dir} STORED AS PARQUET;

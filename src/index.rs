@@ -1,0 +1,458 @@
+//! The signature index (`--index DIR`): the documents and group assignments of earlier batches,
+//! so that a new batch is matched against everything seen before without signing it again.
+//!
+//! Layout (docs/INDEX.md is the reference for other tools):
+//!
+//! ```text
+//! index.json                      settings every batch must share (bits, k, features, id type)
+//! batch=000001/batch.json         what the batch read and the next free group id
+//! batch=000001/documents/*.parquet  id, simhash, bucket1..bucketN, batch, input_order
+//! batch=000001/group_log/*.parquet  id, group_id, representative_id, assigned_batch
+//! batch=000001/_SUCCESS
+//! ```
+//!
+//! A batch is written into a staging folder beside its final name and renamed into place as
+//! its last step, so a failed or interrupted run leaves the index as it was, and two runs that
+//! race for the same batch number cannot both land. Only folders with `_SUCCESS` are read.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use datafusion::arrow::array::{ArrayRef, RecordBatch, StringArray, UInt64Array};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::catalog::MemTable;
+use datafusion::prelude::{ParquetReadOptions, SessionContext};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, QueryContext, Result};
+use crate::output::{COMPLETE_MARKER, StagingDir};
+
+pub const FORMAT: &str = "neardup-index";
+pub const VERSION: u32 = 1;
+pub const META_FILE: &str = "index.json";
+pub const BATCH_FILE: &str = "batch.json";
+/// The folders of a batch, one table each.
+pub const DOCUMENTS_DIR: &str = "documents";
+pub const GROUP_LOG_DIR: &str = "group_log";
+
+/// The settings every batch of an index shares: pairs and groups are comparable across batches
+/// only when the fingerprints and k are.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct IndexMeta {
+    pub format: String,
+    pub version: u32,
+    pub fingerprint_bits: u32,
+    pub k: u32,
+    /// The canonical `--features` string (or `fingerprints given` for `neardup match`).
+    pub features: String,
+    /// Arrow type of the `id` column, as Arrow prints it (`Int64`, `Utf8`, ...).
+    pub id_type: String,
+}
+
+impl IndexMeta {
+    pub fn new(fingerprint_bits: u32, k: u32, features: &str, id_type: &DataType) -> Self {
+        Self {
+            format: FORMAT.into(),
+            version: VERSION,
+            fingerprint_bits,
+            k,
+            features: features.into(),
+            id_type: id_type.to_string(),
+        }
+    }
+}
+
+/// What one batch added.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct BatchMeta {
+    pub batch: u64,
+    pub neardup_version: String,
+    /// Absolute paths of the files the batch read, in input order.
+    pub inputs: Vec<String>,
+    pub documents: u64,
+    /// Group ids from here on are free (group ids are never reused).
+    pub next_group_id: u64,
+    /// Seconds since 1970 when the batch was committed.
+    pub committed_at: u64,
+}
+
+/// An index as found on disk: its settings and committed batches (none for a new index).
+#[derive(Debug, Clone)]
+pub struct Index {
+    pub dir: PathBuf,
+    pub meta: Option<IndexMeta>,
+    /// Committed batches in order, each with its folder.
+    pub batches: Vec<(BatchMeta, PathBuf)>,
+}
+
+impl Index {
+    /// Reads the index at `dir`. A folder that does not exist (or is empty) is a new index,
+    /// which only `--update-index` may create.
+    pub fn open(dir: &Path, update: bool) -> Result<Self> {
+        let dir = std::path::absolute(dir).map_err(|e| Error::io(dir, e))?;
+        let empty = Self {
+            dir: dir.clone(),
+            meta: None,
+            batches: Vec::new(),
+        };
+        let exists = dir.is_dir() && !is_empty(&dir)?;
+        if !exists {
+            if dir.exists() && !dir.is_dir() {
+                return Err(Error::Usage(format!(
+                    "--index {} is a file, not a folder",
+                    dir.display()
+                )));
+            }
+            if !update {
+                return Err(Error::Usage(format!(
+                    "--index {}: no index there; pass --update-index to create it with this batch",
+                    dir.display()
+                )));
+            }
+            return Ok(empty);
+        }
+        let meta_path = dir.join(META_FILE);
+        if !meta_path.is_file() {
+            return Err(Error::Input(format!(
+                "--index {}: the folder is not a neardup index (no {META_FILE}); choose an empty or \
+                 new folder",
+                dir.display()
+            )));
+        }
+        let meta: IndexMeta = read_json(&meta_path)?;
+        if meta.format != FORMAT || meta.version != VERSION {
+            return Err(Error::Input(format!(
+                "{}: format {} version {} is not one this neardup reads ({FORMAT} version \
+                 {VERSION})",
+                meta_path.display(),
+                meta.format,
+                meta.version
+            )));
+        }
+        let mut batches = Vec::new();
+        for entry in std::fs::read_dir(&dir).map_err(|e| Error::io(&dir, e))? {
+            let entry = entry.map_err(|e| Error::io(&dir, e))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let Some(number) = name.strip_prefix("batch=") else {
+                continue;
+            };
+            let path = entry.path();
+            // Without the marker it is not a batch (the rename is the commit; this is defence).
+            if number.parse::<u64>().is_err() || !path.join(COMPLETE_MARKER).is_file() {
+                continue;
+            }
+            let batch: BatchMeta = read_json(&path.join(BATCH_FILE))?;
+            batches.push((batch, path));
+        }
+        batches.sort_by_key(|(batch, _)| batch.batch);
+        Ok(Self {
+            dir,
+            meta: Some(meta),
+            batches,
+        })
+    }
+
+    /// An index that must exist (for `neardup query --index`).
+    pub fn open_existing(dir: &Path) -> Result<Self> {
+        let index = Self::open(dir, true)?;
+        if index.meta.is_none() {
+            return Err(Error::Input(format!(
+                "--index {}: no index there (no {META_FILE})",
+                index.dir.display()
+            )));
+        }
+        Ok(index)
+    }
+
+    /// Registers the index's tables with the types its settings record, and `index_batches`.
+    pub async fn register_for_query(&self, ctx: &SessionContext) -> Result<()> {
+        let meta = self
+            .meta
+            .as_ref()
+            .ok_or_else(|| Error::Internal("register_for_query on a new index".into()))?;
+        let id_type: DataType = meta.id_type.parse().map_err(|e| {
+            Error::Input(format!(
+                "{}: id type {} is not an Arrow type: {e}",
+                self.dir.join(META_FILE).display(),
+                meta.id_type
+            ))
+        })?;
+        self.register(ctx, &id_type, meta.fingerprint_bits).await?;
+        let batches = &self.batches;
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("batch", DataType::UInt64, false),
+            Field::new("documents", DataType::UInt64, false),
+            Field::new("next_group_id", DataType::UInt64, false),
+            Field::new("committed_at", DataType::UInt64, false),
+            Field::new("inputs", DataType::Utf8, false),
+        ]));
+        let numbers = |f: fn(&BatchMeta) -> u64| -> ArrayRef {
+            Arc::new(UInt64Array::from_iter_values(
+                batches.iter().map(|(b, _)| f(b)),
+            ))
+        };
+        let columns = vec![
+            numbers(|b| b.batch),
+            numbers(|b| b.documents),
+            numbers(|b| b.next_group_id),
+            numbers(|b| b.committed_at),
+            Arc::new(StringArray::from_iter_values(
+                batches.iter().map(|(b, _)| b.inputs.join("\n")),
+            )) as ArrayRef,
+        ];
+        let what = || "listing the index's batches".to_string();
+        let table = RecordBatch::try_new(Arc::clone(&schema), columns)
+            .map_err(|e| Error::Internal(e.to_string()))?;
+        let table = MemTable::try_new(schema, vec![vec![table]]).context(what)?;
+        ctx.register_table("index_batches", Arc::new(table))
+            .context(what)?;
+        Ok(())
+    }
+
+    /// Refuses a run whose settings differ from the index's: its pairs and groups would not be
+    /// the ones a single run over every batch finds.
+    pub fn check_settings(&self, asked: &IndexMeta) -> Result<()> {
+        let Some(meta) = &self.meta else {
+            return Ok(());
+        };
+        let mismatch = |what: &str, index: String, run: String| {
+            Err(Error::Usage(format!(
+                "--index {}: the index was built with {what} {index}, this run has {run}; every \
+                 batch of an index must use the same (or start a new index)",
+                self.dir.display()
+            )))
+        };
+        if meta.fingerprint_bits != asked.fingerprint_bits {
+            return mismatch(
+                "--bits",
+                meta.fingerprint_bits.to_string(),
+                asked.fingerprint_bits.to_string(),
+            );
+        }
+        if meta.k != asked.k {
+            return mismatch("--k", meta.k.to_string(), asked.k.to_string());
+        }
+        if meta.features != asked.features {
+            return mismatch(
+                "features",
+                format!("'{}'", meta.features),
+                format!("'{}'", asked.features),
+            );
+        }
+        if meta.id_type != asked.id_type {
+            return mismatch("id type", meta.id_type.clone(), asked.id_type.clone());
+        }
+        Ok(())
+    }
+
+    /// The number the next batch gets.
+    pub fn next_batch(&self) -> u64 {
+        self.batches.last().map_or(1, |(batch, _)| batch.batch + 1)
+    }
+
+    /// The first group id no batch has used.
+    pub fn next_group_id(&self) -> u64 {
+        self.batches
+            .last()
+            .map_or(1, |(batch, _)| batch.next_group_id)
+    }
+
+    pub fn documents(&self) -> u64 {
+        self.batches.iter().map(|(batch, _)| batch.documents).sum()
+    }
+
+    /// Where batch `number` lives once committed.
+    pub fn batch_dir(&self, number: u64) -> PathBuf {
+        self.dir.join(format!("batch={number:06}"))
+    }
+
+    /// Starts writing batch `number`: a staging folder that becomes the batch on `commit`.
+    pub fn stage_batch(&self, number: u64) -> Result<StagingDir> {
+        let target = self.batch_dir(number);
+        if target.exists() {
+            return Err(Error::Usage(format!(
+                "--index {}: {} already exists although the index lists batches up to {}; \
+                 another run may be adding to the index",
+                self.dir.display(),
+                target.display(),
+                number - 1
+            )));
+        }
+        StagingDir::create(&target, false)
+    }
+
+    /// Registers `index_documents`, `index_group_log` and the view `index_groups` (each
+    /// document's current group). A new index gives empty tables of the right types.
+    pub async fn register(
+        &self,
+        ctx: &SessionContext,
+        id_type: &DataType,
+        bits: u32,
+    ) -> Result<()> {
+        let fingerprint = if bits == 128 {
+            DataType::FixedSizeBinary(16)
+        } else {
+            DataType::UInt64
+        };
+        let mut document_fields = vec![
+            Field::new("id", id_type.clone(), false),
+            Field::new("simhash", fingerprint, true),
+        ];
+        for band in 1..=bits / 16 {
+            document_fields.push(Field::new(format!("bucket{band}"), DataType::UInt16, true));
+        }
+        document_fields.push(Field::new("batch", DataType::Int64, false));
+        document_fields.push(Field::new("input_order", DataType::Int64, false));
+        let log_fields = vec![
+            Field::new("id", id_type.clone(), false),
+            Field::new("group_id", DataType::UInt64, false),
+            Field::new("representative_id", id_type.clone(), false),
+            Field::new("assigned_batch", DataType::Int64, false),
+        ];
+        self.register_table(ctx, "index_documents", DOCUMENTS_DIR, document_fields)
+            .await?;
+        self.register_table(ctx, "index_group_log", GROUP_LOG_DIR, log_fields)
+            .await?;
+        crate::pipeline::run_statements(
+            ctx,
+            "CREATE VIEW index_groups AS \
+             SELECT id, group_id, representative_id FROM ( \
+                 SELECT id, group_id, representative_id, \
+                        row_number() OVER (PARTITION BY id ORDER BY assigned_batch DESC) AS newest \
+                 FROM index_group_log) \
+             WHERE newest = 1",
+            "the index's current groups",
+        )
+        .await
+    }
+
+    async fn register_table(
+        &self,
+        ctx: &SessionContext,
+        name: &str,
+        folder: &str,
+        fields: Vec<Field>,
+    ) -> Result<()> {
+        let mut files = Vec::new();
+        for (_, dir) in &self.batches {
+            let dir = dir.join(folder);
+            for entry in std::fs::read_dir(&dir).map_err(|e| Error::io(&dir, e))? {
+                let path = entry.map_err(|e| Error::io(&dir, e))?.path();
+                if path.extension().is_some_and(|e| e == "parquet") {
+                    files.push(path.display().to_string());
+                }
+            }
+        }
+        let what = || format!("reading the index table {name} in {}", self.dir.display());
+        if files.is_empty() {
+            let schema: SchemaRef = Arc::new(Schema::new(fields));
+            let empty = RecordBatch::new_empty(Arc::clone(&schema));
+            let table = MemTable::try_new(schema, vec![vec![empty]]).context(what)?;
+            ctx.register_table(name, Arc::new(table)).context(what)?;
+            return Ok(());
+        }
+        let frame = ctx
+            .read_parquet(files, ParquetReadOptions::default())
+            .await
+            .context(what)?;
+        ctx.register_table(name, frame.into_view()).context(what)?;
+        Ok(())
+    }
+
+    /// Makes the staged batch part of the index: writes `index.json` if the index is new, the
+    /// batch's `batch.json`, and renames the staging folder into place (the commit).
+    pub fn commit(&self, staging: StagingDir, meta: &IndexMeta, batch: &BatchMeta) -> Result<()> {
+        let meta_path = self.dir.join(META_FILE);
+        if self.meta.is_none() {
+            write_json_atomically(&meta_path, meta)?;
+        }
+        write_json_atomically(&staging.path().join(BATCH_FILE), batch)?;
+        staging.commit()?;
+        Ok(())
+    }
+}
+
+fn is_empty(dir: &Path) -> Result<bool> {
+    let mut entries = std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
+    Ok(entries.next().is_none())
+}
+
+fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    serde_json::from_str(&text)
+        .map_err(|e| Error::Input(format!("{} cannot be read: {e}", path.display())))
+}
+
+/// Writes beside the target and renames, so readers never see half a file.
+fn write_json_atomically<T: Serialize>(path: &Path, value: &T) -> Result<()> {
+    let text = serde_json::to_string_pretty(value)
+        .map_err(|e| Error::Internal(format!("{}: {e}", path.display())))?;
+    let mut partial = path.as_os_str().to_os_string();
+    partial.push(".partial");
+    let partial = PathBuf::from(partial);
+    std::fs::write(&partial, text + "\n").map_err(|e| Error::io(&partial, e))?;
+    std::fs::rename(&partial, path).map_err(|e| Error::io(path, e))
+}
+
+/// Seconds since 1970, for `batch.json`.
+pub fn now_unix() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_index_needs_update_index_and_a_foreign_folder_is_refused() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("index");
+        let err = Index::open(&dir, false).unwrap_err().to_string();
+        assert!(err.contains("--update-index"), "{err}");
+        let new = Index::open(&dir, true).unwrap();
+        assert!(new.meta.is_none());
+        assert_eq!((new.next_batch(), new.next_group_id()), (1, 1));
+
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("notes.txt"), "mine").unwrap();
+        let err = Index::open(&dir, true).unwrap_err().to_string();
+        assert!(err.contains("not a neardup index"), "{err}");
+    }
+
+    #[test]
+    fn settings_must_match_and_batches_without_marker_are_not_read() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("index");
+        let meta = IndexMeta::new(64, 3, "mode=auto", &DataType::Int64);
+        let index = Index::open(&dir, true).unwrap();
+        let staging = index.stage_batch(1).unwrap();
+        let batch = BatchMeta {
+            batch: 1,
+            neardup_version: "test".into(),
+            inputs: vec![],
+            documents: 7,
+            next_group_id: 4,
+            committed_at: 0,
+        };
+        index.commit(staging, &meta, &batch).unwrap();
+        // A batch folder left by a crash before its rename: no marker, so not a batch.
+        std::fs::create_dir(dir.join("batch=000002")).unwrap();
+
+        let index = Index::open(&dir, false).unwrap();
+        assert_eq!(index.batches.len(), 1);
+        assert_eq!((index.next_batch(), index.next_group_id()), (2, 4));
+        assert_eq!(index.documents(), 7);
+        assert!(index.check_settings(&meta).is_ok());
+        let other_k = IndexMeta::new(64, 5, "mode=auto", &DataType::Int64);
+        let err = index.check_settings(&other_k).unwrap_err().to_string();
+        assert!(err.contains("--k 3") && err.contains("5"), "{err}");
+        let other_id = IndexMeta::new(64, 3, "mode=auto", &DataType::Utf8);
+        let err = index.check_settings(&other_id).unwrap_err().to_string();
+        assert!(err.contains("id type Int64"), "{err}");
+        // Batch 2's folder exists (the crash), so staging batch 2 is refused, not overwritten.
+        let err = index.stage_batch(2).unwrap_err().to_string();
+        assert!(err.contains("batch=000002"), "{err}");
+    }
+}
