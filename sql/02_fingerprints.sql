@@ -4,12 +4,13 @@
 -- page (or of a template) are one fingerprint here, not half a million candidate rows. Written
 -- once, read by each band's candidate step.
 --
--- `documents` is what stages 4 and 5 read: every document with its place in input order and
--- whether it is new in this run (always here; against an index, sql/02_fingerprints_index.sql
--- adds the indexed documents, which are not).
+-- `documents` is what stages 4 and 5 read: every document with its batch (${batch}: 0 for a run
+-- on its own, 1 for the first batch of an index), its place in input order and whether it is
+-- new in this run (always here; against an index with batches,
+-- sql/02_fingerprints_index.sql adds the indexed documents, which are not).
 
 CREATE VIEW documents AS
-SELECT id, simhash, CAST(0 AS BIGINT) AS batch, input_order, true AS fresh
+SELECT id, simhash, CAST(${batch} AS BIGINT) AS batch, input_order, true AS fresh
 FROM signatures;
 
 COPY (

@@ -1,13 +1,15 @@
 -- Stage 5 against an index: the groups this batch made or changed, with ids stable across
 -- batches.
 --
--- Reads two tables the runner computes with union-find (src/job.rs), whose nodes are this
--- batch's fingerprints (every new document's, and both sides of every fingerprint pair) and
--- the index's groups that any of them belongs to:
---   fingerprint_components (simhash, component)
+-- Reads two tables the runner computes with union-find (src/job.rs), whose nodes are the
+-- fingerprints of this batch's pairs and the index's groups that those or the batch's other
+-- fingerprints belong to:
+--   fingerprint_components (simhash, component)  component: its smallest fingerprint
 --   group_components       (group_id, component)
 -- A component's members are the documents with its fingerprints (new and indexed) and every
--- member of its indexed groups, so a group that a new document joins is listed whole.
+-- member of its indexed groups, so a group that a new document joins is listed whole. A new
+-- document's fingerprint with no pair and no indexed group is a component of its own (named
+-- by itself, which no other component is), grouping the documents that share it exactly.
 --
 -- Rules: a component that holds indexed groups keeps the smallest of their ids and that
 -- group's representative (several merge into the oldest); otherwise it is a new group,
@@ -15,50 +17,85 @@
 -- representative (the same rule as a run without an index). `batch` is the batch each member
 -- came from.
 
-CREATE VIEW members AS
-SELECT d.id, d.simhash, d.batch, d.input_order, c.component
-FROM documents d
-JOIN fingerprint_components c ON d.simhash = c.simhash
-UNION
-SELECT d.id, d.simhash, d.batch, d.input_order, gc.component
-FROM index_groups g
-JOIN group_components gc ON g.group_id = gc.group_id
-JOIN index_documents d ON d.id = g.id;
+-- Written once (read twice below): computing it scans the whole index.
+COPY (
+    SELECT d.id, d.simhash, d.batch, d.input_order, COALESCE(c.component, d.simhash) AS component
+    FROM documents d
+    LEFT JOIN fingerprint_components c ON d.simhash = c.simhash
+    WHERE d.simhash IS NOT NULL
+      AND (d.fresh OR c.component IS NOT NULL OR d.simhash IN (SELECT simhash FROM signatures))
+    UNION ALL
+    -- Members of indexed groups whose fingerprint is not a node (nodes' documents are above).
+    SELECT d.id, d.simhash, d.batch, d.input_order, gc.component
+    FROM index_groups g
+    JOIN group_components gc ON g.group_id = gc.group_id
+    JOIN index_documents d ON d.id = g.id
+    WHERE d.simhash NOT IN (SELECT simhash FROM fingerprint_components)
+) TO ${members_dir} STORED AS PARQUET;
 
+CREATE EXTERNAL TABLE members STORED AS PARQUET LOCATION ${members_dir};
+
+-- Only components of two or more documents are groups; most of the batch's documents are
+-- alone, so they leave here, before the per-group work.
+COPY (
+    SELECT m.id, m.simhash, m.batch, m.input_order, m.component, s.group_size
+    FROM members m
+    JOIN (SELECT component, count(*) AS group_size
+          FROM members
+          GROUP BY component
+          HAVING count(*) > 1) s
+      ON m.component = s.component
+) TO ${grouped_members_dir} STORED AS PARQUET;
+
+CREATE EXTERNAL TABLE grouped_members STORED AS PARQUET LOCATION ${grouped_members_dir};
+
+-- A group's representative never changes, so any log row of the group names it: no need to
+-- find each document's current row here.
 CREATE VIEW kept_groups AS
-SELECT gc.component, g.group_id, g.representative_id
+SELECT gc.component, gc.group_id, min(l.representative_id) AS representative_id
 FROM (SELECT component, min(group_id) AS group_id FROM group_components GROUP BY component) gc
-JOIN (SELECT DISTINCT group_id, representative_id FROM index_groups) g
-  ON g.group_id = gc.group_id;
+JOIN index_group_log l ON l.group_id = gc.group_id
+GROUP BY gc.component, gc.group_id;
 
+-- One pass over the members: a kept group's representative sorts first in its component
+-- (is_representative), a new group's first member otherwise.
 CREATE VIEW batch_groups AS
-SELECT c.component,
-       c.group_size,
-       COALESCE(k.group_id,
+SELECT component,
+       max(group_size) AS group_size,
+       max(kept_group_id) AS kept_group_id,
+       first_value(id ORDER BY is_representative DESC, batch, input_order) AS representative_id,
+       first_value(simhash ORDER BY is_representative DESC, batch, input_order)
+           AS representative_simhash,
+       first_value(batch ORDER BY is_representative DESC, batch, input_order) AS first_batch,
+       first_value(input_order ORDER BY is_representative DESC, batch, input_order)
+           AS first_order
+FROM (SELECT m.id, m.simhash, m.batch, m.input_order, m.component, m.group_size,
+             k.group_id AS kept_group_id,
+             COALESCE(m.id = k.representative_id, false) AS is_representative
+      FROM grouped_members m
+      LEFT JOIN kept_groups k ON m.component = k.component)
+GROUP BY component;
+
+CREATE VIEW numbered_groups AS
+SELECT component,
+       group_size,
+       COALESCE(kept_group_id,
                 arrow_cast(${next_group_id} - 1, 'UInt64')
-                + row_number() OVER (PARTITION BY k.group_id IS NULL
-                                     ORDER BY c.first_batch, c.first_order)) AS group_id,
-       COALESCE(k.representative_id, c.first_id) AS representative_id
-FROM (SELECT component,
-             count(*) AS group_size,
-             first_value(id ORDER BY batch, input_order) AS first_id,
-             min(batch) AS first_batch,
-             first_value(input_order ORDER BY batch, input_order) AS first_order
-      FROM members
-      GROUP BY component
-      HAVING count(*) > 1) c
-LEFT JOIN kept_groups k ON c.component = k.component;
+                + row_number() OVER (PARTITION BY kept_group_id IS NULL
+                                     ORDER BY first_batch, first_order)) AS group_id,
+       representative_id,
+       representative_simhash
+FROM batch_groups;
 
 COPY (
     SELECT m.id,
            g.group_id,
            g.representative_id,
            g.group_size,
-           hamming(m.simhash, r.simhash) AS distance,
+           hamming(m.simhash, g.representative_simhash) AS distance,
            m.batch
-    FROM members m
-    JOIN batch_groups g ON m.component = g.component
-    JOIN documents r ON r.id = g.representative_id
+    FROM grouped_members m
+    JOIN numbered_groups g ON m.component = g.component
     ORDER BY g.group_id, m.batch, m.input_order
 ) TO ${groups_dir} STORED AS PARQUET;
 

@@ -315,12 +315,12 @@ impl Index {
             .await?;
         crate::pipeline::run_statements(
             ctx,
+            // An aggregate, not a window: hashing beats sorting the whole log by id.
             "CREATE VIEW index_groups AS \
-             SELECT id, group_id, representative_id FROM ( \
-                 SELECT id, group_id, representative_id, \
-                        row_number() OVER (PARTITION BY id ORDER BY assigned_batch DESC) AS newest \
-                 FROM index_group_log) \
-             WHERE newest = 1",
+             SELECT id, \
+                    last_value(group_id ORDER BY assigned_batch) AS group_id, \
+                    last_value(representative_id ORDER BY assigned_batch) AS representative_id \
+             FROM index_group_log GROUP BY id",
             "the index's current groups",
         )
         .await

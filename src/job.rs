@@ -353,7 +353,7 @@ pub async fn match_fingerprints(options: &MatchOptions) -> Result<Summary> {
             plan: &options.plan,
             pairs: options.pairs,
             quiet: options.console.quiet,
-            indexed: false,
+            against: Against::Nothing,
         }
         .against(batch.as_ref());
         run_matching(&ctx, &params, asked, &mut clock).await
@@ -587,16 +587,28 @@ struct MatchingAsked<'a> {
     plan: &'a str,
     pairs: PairsListed,
     quiet: bool,
-    /// New documents against a signature index (the `_index` stages).
-    indexed: bool,
+    against: Against,
+}
+
+/// What the documents are matched against besides each other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Against {
+    /// Nothing: a run on its own.
+    Nothing,
+    /// A signature index with no batch yet: matched as a run on its own, grouped as a batch.
+    EmptyIndex,
+    /// A signature index with batches: the `_index` stages.
+    Index,
 }
 
 impl MatchingAsked<'_> {
     fn against(self, batch: Option<&IndexedBatch>) -> Self {
-        Self {
-            indexed: batch.is_some(),
-            ..self
-        }
+        let against = match batch {
+            None => Against::Nothing,
+            Some(batch) if batch.index.batches.is_empty() => Against::EmptyIndex,
+            Some(_) => Against::Index,
+        };
+        Self { against, ..self }
     }
 }
 
@@ -608,7 +620,7 @@ impl<'a> From<&'a RunOptions> for MatchingAsked<'a> {
             plan: &options.plan,
             pairs: options.pairs,
             quiet: options.console.quiet,
-            indexed: false,
+            against: Against::Nothing,
         }
     }
 }
@@ -622,20 +634,26 @@ async fn run_matching(
     clock: &mut Stopwatch,
 ) -> Result<PlanReport> {
     let asked = asked.into();
-    // Against an index the candidates are always the join of the fresh keys with all keys.
-    let (fingerprints, candidates, groups) = if asked.indexed {
-        (
-            pipeline::FINGERPRINTS_INDEX,
-            pipeline::CANDIDATES_INDEX,
-            pipeline::GROUPS_INDEX,
-        )
-    } else {
-        (
+    // Against an index with batches the candidates are the join of the fresh keys with all
+    // keys, whatever --matching says; the first batch of an index is matched like a run.
+    let (fingerprints, candidates, groups) = match asked.against {
+        Against::Nothing => (
             pipeline::FINGERPRINTS,
             asked.matching.candidates_stage(),
             pipeline::GROUPS,
-        )
+        ),
+        Against::EmptyIndex => (
+            pipeline::FINGERPRINTS,
+            asked.matching.candidates_stage(),
+            pipeline::GROUPS_INDEX,
+        ),
+        Against::Index => (
+            pipeline::FINGERPRINTS_INDEX,
+            pipeline::CANDIDATES_INDEX,
+            pipeline::GROUPS_INDEX,
+        ),
     };
+    let indexed = asked.against != Against::Nothing;
     clock
         .time(
             "fingerprints",
@@ -685,7 +703,7 @@ async fn run_matching(
         )
         .await?;
     let clustering = async {
-        match (params.get("bits") == Some("128"), asked.indexed) {
+        match (params.get("bits") == Some("128"), indexed) {
             (true, false) => cluster_fingerprints::<u128>(ctx).await,
             (false, false) => cluster_fingerprints::<u64>(ctx).await,
             (true, true) => cluster_against_index::<u128>(ctx).await,
@@ -853,6 +871,7 @@ fn stage_params(dir: &Path, id_column: &str, k: u32, bits: u32) -> Params {
         .set("id", quote_ident(id_column))
         .set("k", k.to_string())
         .set("partition_by", "")
+        .set("batch", "0")
         .set("signatures_dir", folder("signatures"))
         .set(
             "fingerprints_dir",
@@ -861,6 +880,11 @@ fn stage_params(dir: &Path, id_column: &str, k: u32, bits: u32) -> Params {
         .set(
             "fingerprint_pairs_dir",
             folder(&format!("{WORK_DIR}/fingerprint_pairs")),
+        )
+        .set("members_dir", folder(&format!("{WORK_DIR}/members")))
+        .set(
+            "grouped_members_dir",
+            folder(&format!("{WORK_DIR}/grouped_members")),
         )
         .set("pairs_dir", folder("pairs"))
         .set("groups_dir", folder("groups"))
@@ -1082,28 +1106,24 @@ async fn cluster_fingerprints<F: FingerprintColumn>(ctx: &SessionContext) -> Res
 }
 
 /// A node of the clustering against an index: a fingerprint of this batch, or a group the
-/// index already holds (its members are connected without reading them all).
+/// index already holds (its members are connected without reading them all). Fingerprints order
+/// before groups, so a component's smallest node, its label, is a fingerprint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 enum Node<F> {
     Fingerprint(F),
     Group(u64),
 }
 
-/// Union-find over this batch's fingerprints (every new document's, both sides of each pair)
-/// and the indexed groups they touch; registers `fingerprint_components` and
-/// `group_components` for sql/05_groups_index.sql, components numbered from 0.
+/// Union-find over this batch's fingerprint pairs and the indexed groups that the batch's
+/// fingerprints belong to; registers `fingerprint_components` and `group_components` for
+/// sql/05_groups_index.sql, each component named by its smallest fingerprint.
 async fn cluster_against_index<F: FingerprintColumn + std::hash::Hash>(
     ctx: &SessionContext,
 ) -> Result<()> {
     let what = || "clustering against the index".to_string();
     let mut edges: Vec<(Node<F>, Node<F>)> = Vec::new();
     let mut stream = ctx
-        .sql(
-            "SELECT simhash_a, simhash_b FROM fingerprint_pairs \
-             UNION ALL \
-             SELECT DISTINCT simhash AS simhash_a, simhash AS simhash_b FROM documents \
-             WHERE fresh AND simhash IS NOT NULL",
-        )
+        .sql("SELECT simhash_a, simhash_b FROM fingerprint_pairs")
         .await
         .context(what)?
         .execute_stream()
@@ -1139,29 +1159,29 @@ async fn cluster_against_index<F: FingerprintColumn + std::hash::Hash>(
                 .map(|(f, g)| (Node::Fingerprint(f), Node::Group(g))),
         );
     }
-    let mut numbers = std::collections::HashMap::new();
     let (mut fingerprints, mut fingerprint_labels) = (Vec::new(), Vec::new());
     let (mut groups, mut group_labels) = (Vec::new(), Vec::new());
     for (node, label) in cluster::connected_components(edges) {
-        let next = numbers.len() as u64;
-        let component = *numbers.entry(label).or_insert(next);
+        let Node::Fingerprint(label) = label else {
+            return Err(Error::Internal("a component without a fingerprint".into()));
+        };
         match node {
             Node::Fingerprint(f) => {
                 fingerprints.push(f);
-                fingerprint_labels.push(component);
+                fingerprint_labels.push(label);
             }
             Node::Group(g) => {
                 groups.push(g);
-                group_labels.push(component);
+                group_labels.push(label);
             }
         }
     }
-    let register = |name: &str, first: (&str, DataType, ArrayRef), labels: Vec<u64>| {
+    let register = |name: &str, first: (&str, DataType, ArrayRef), labels: &[F]| {
         let schema = Arc::new(Schema::new(vec![
             Field::new(first.0, first.1, false),
-            Field::new("component", DataType::UInt64, false),
+            Field::new("component", F::data_type(), false),
         ]));
-        let columns = vec![first.2, Arc::new(UInt64Array::from(labels)) as ArrayRef];
+        let columns = vec![first.2, F::column(labels).context(what)?];
         let batch = RecordBatch::try_new(Arc::clone(&schema), columns)
             .map_err(|e| Error::Internal(e.to_string()))?;
         let table = MemTable::try_new(schema, vec![vec![batch]]).context(what)?;
@@ -1175,7 +1195,7 @@ async fn cluster_against_index<F: FingerprintColumn + std::hash::Hash>(
             F::data_type(),
             F::column(&fingerprints).context(what)?,
         ),
-        fingerprint_labels,
+        &fingerprint_labels,
     )?;
     register(
         "group_components",
@@ -1184,7 +1204,7 @@ async fn cluster_against_index<F: FingerprintColumn + std::hash::Hash>(
             DataType::UInt64,
             Arc::new(UInt64Array::from(groups)),
         ),
-        group_labels,
+        &group_labels,
     )?;
     Ok(())
 }

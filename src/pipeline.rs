@@ -286,6 +286,8 @@ mod tests {
             "dedup_dir",
             "index_documents_dir",
             "index_groups_dir",
+            "members_dir",
+            "grouped_members_dir",
             "simhash",
         ] {
             params.set(

@@ -53,6 +53,11 @@ pub async fn texts(corpus: &str, limit: Option<usize>) -> Vec<String> {
 
 /// Writes fingerprints as Parquet with columns id (0, 1, ...) and simhash, a million per batch.
 pub fn write_parquet(path: &Path, fingerprints: &[u64]) {
+    write_parquet_from(path, 0, fingerprints);
+}
+
+/// The same with ids `first_id`, `first_id + 1`, ...
+pub fn write_parquet_from(path: &Path, first_id: i64, fingerprints: &[u64]) {
     let schema = Arc::new(Schema::new(vec![
         Field::new("id", DataType::Int64, false),
         Field::new("simhash", DataType::UInt64, false),
@@ -60,7 +65,7 @@ pub fn write_parquet(path: &Path, fingerprints: &[u64]) {
     let file = std::fs::File::create(path).expect("create the fingerprint file");
     let mut writer = ArrowWriter::try_new(file, Arc::clone(&schema), None).expect("writer");
     for (chunk_index, chunk) in fingerprints.chunks(1 << 20).enumerate() {
-        let first = (chunk_index << 20) as i64;
+        let first = first_id + (chunk_index << 20) as i64;
         let batch = RecordBatch::try_new(
             Arc::clone(&schema),
             vec![
