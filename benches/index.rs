@@ -4,6 +4,7 @@
 //!     cargo bench --bench index                       # indexes of 1M and 5M fingerprints
 //!     cargo bench --bench index -- 1000000 2000000    # index sizes of your choice
 //!     NEARDUP_BENCH_BATCH=200000 cargo bench --bench index   # batch size (default 100,000)
+//!     NEARDUP_BENCH_JOIN_MAX=2000000 cargo bench ...  # largest batch `--matching join` runs at
 //!
 //! Index fingerprints: 90% random, 10% planted neighbours of earlier ones at distance 1..=3.
 //! The batch: 90% random, 5% neighbours of indexed fingerprints at distance 1..=3, 5% exact
@@ -101,11 +102,15 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(100_000);
+    let join_max: usize = std::env::var("NEARDUP_BENCH_JOIN_MAX")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200_000);
     let dir = tempfile::tempdir().expect("temporary folder");
     println!(
-        "| indexed | batch | batch s | fingerprints s | candidates s | pairs s | clustering s | groups s | batch peak RSS MiB | batch pairs | everything again s | its peak RSS MiB | building the index s |"
+        "| indexed | batch | batch s | fingerprints s | candidates s | pairs s | clustering s | groups s | batch peak RSS MiB | batch pairs | batch with `--matching join` s | everything again s | its peak RSS MiB | building the index s |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for n in sizes {
         let fps = indexed(n);
         let new = batch(&fps, batch_size);
@@ -127,6 +132,17 @@ fn main() {
             &dir.path().join(format!("batch-out-{n}")),
             &["--index", &index_arg],
         );
+        let join = if batch_size <= join_max {
+            let join = run_match(
+                &[&batch_file],
+                &dir.path().join(format!("batch-join-{n}")),
+                &["--index", &index_arg, "--matching", "join"],
+            );
+            assert_eq!(count(&join.summary, "pairs"), count(&one.summary, "pairs"));
+            format!("{:.2}", join.wall)
+        } else {
+            format!("skipped (NEARDUP_BENCH_JOIN_MAX = {join_max})")
+        };
         let all = run_match(
             &[&index_file, &batch_file],
             &dir.path().join(format!("all-{n}")),
@@ -140,7 +156,7 @@ fn main() {
         );
         let stage = |name: &str| common::stage_seconds(&one.summary, name);
         println!(
-            "| {n} | {batch_size} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.0} | {} | {:.2} | {:.0} | {:.2} |",
+            "| {n} | {batch_size} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.0} | {} | {join} | {:.2} | {:.0} | {:.2} |",
             one.wall,
             stage("fingerprints"),
             stage("candidates"),

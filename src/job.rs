@@ -634,8 +634,8 @@ async fn run_matching(
     clock: &mut Stopwatch,
 ) -> Result<PlanReport> {
     let asked = asked.into();
-    // Against an index with batches the candidates are the join of the fresh keys with all
-    // keys, whatever --matching says; the first batch of an index is matched like a run.
+    // Against an index with batches only pairs with a fresh fingerprint are looked for; the
+    // first batch of an index is matched like a run.
     let (fingerprints, candidates, groups) = match asked.against {
         Against::Nothing => (
             pipeline::FINGERPRINTS,
@@ -649,7 +649,7 @@ async fn run_matching(
         ),
         Against::Index => (
             pipeline::FINGERPRINTS_INDEX,
-            pipeline::CANDIDATES_INDEX,
+            asked.matching.candidates_index_stage(),
             pipeline::GROUPS_INDEX,
         ),
     };

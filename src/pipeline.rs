@@ -54,6 +54,10 @@ pub const CANDIDATES_INDEX: Stage = Stage {
     name: "sql/03_candidates_index.sql",
     sql: include_str!("../sql/03_candidates_index.sql"),
 };
+pub const CANDIDATES_INDEX_JOIN: Stage = Stage {
+    name: "sql/03_candidates_index_join.sql",
+    sql: include_str!("../sql/03_candidates_index_join.sql"),
+};
 pub const CANDIDATES_TABLE: Stage = Stage {
     name: "sql/03_candidates_table.sql",
     sql: include_str!("../sql/03_candidates_table.sql"),
@@ -102,6 +106,14 @@ impl Matching {
         match self {
             Matching::Scan => CANDIDATES_SCAN,
             Matching::Join => CANDIDATES_JOIN,
+        }
+    }
+
+    /// The same against a signature index: only pairs with a fresh fingerprint.
+    pub fn candidates_index_stage(self) -> Stage {
+        match self {
+            Matching::Scan => CANDIDATES_INDEX,
+            Matching::Join => CANDIDATES_INDEX_JOIN,
         }
     }
 }
@@ -318,6 +330,7 @@ mod tests {
             CANDIDATES_JOIN,
             CANDIDATES_SCAN,
             CANDIDATES_INDEX,
+            CANDIDATES_INDEX_JOIN,
             CANDIDATES_TABLE,
             PAIRS,
             PAIRS_STAR,

@@ -1,7 +1,9 @@
-//! `band_pairs(simhash, band, k [, plan])`, an aggregate: the pairs among a group's fingerprints
-//! that share table `band` of the band plan `plan` (`crate::plan`; 16-bit bands when left out),
-//! differ in at most `k` bits, and share no earlier table, as a list of structs
-//! `{simhash_a, simhash_b}` with `simhash_a < simhash_b`.
+//! `band_pairs(simhash, band, k [, plan [, fresh]])`, an aggregate: the pairs among a group's
+//! fingerprints that share table `band` of the band plan `plan` (`crate::plan`; 16-bit bands
+//! when left out), differ in at most `k` bits, and share no earlier table, as a list of structs
+//! `{simhash_a, simhash_b}` with `simhash_a < simhash_b`. With `fresh` (a boolean per row), only
+//! pairs with at least one fresh member: a batch against a signature index compares its own
+//! fingerprints with everything, never the index with itself.
 //!
 //! This is the candidate step of the `scan` matching strategy. SQL groups each band's rows by a
 //! coarse slice of the band key (so equal keys meet in one group and the groups spread over the
@@ -14,12 +16,13 @@ use std::marker::PhantomData;
 use std::sync::{Arc, LazyLock};
 
 use datafusion::arrow::array::{
-    Array, ArrayRef, FixedSizeBinaryArray, ListArray, StructArray, UInt64Array,
+    Array, ArrayRef, BooleanArray, FixedSizeBinaryArray, ListArray, StructArray, UInt64Array,
 };
 use datafusion::arrow::buffer::OffsetBuffer;
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Fields};
 use datafusion::common::cast::{
-    as_fixed_size_binary_array, as_int64_array, as_list_array, as_string_array, as_uint64_array,
+    as_boolean_array, as_fixed_size_binary_array, as_int64_array, as_list_array, as_string_array,
+    as_uint64_array,
 };
 use datafusion::common::{ScalarValue, exec_err};
 use datafusion::error::Result;
@@ -93,8 +96,11 @@ impl BandPairsFunc {
             let three = vec![fingerprint, DataType::Int64, DataType::Int64];
             let mut four = three.clone();
             four.push(DataType::Utf8);
+            let mut five = four.clone();
+            five.push(DataType::Boolean);
             signatures.push(TypeSignature::Exact(three));
             signatures.push(TypeSignature::Exact(four));
+            signatures.push(TypeSignature::Exact(five));
         }
         Self {
             signature: Signature::one_of(signatures, Volatility::Immutable),
@@ -180,6 +186,11 @@ impl AggregateUDFImpl for BandPairsFunc {
                 DataType::Utf8,
                 true,
             )),
+            Arc::new(Field::new(
+                format!("{}[fresh]", args.name),
+                list_of(&DataType::Boolean),
+                true,
+            )),
         ])
     }
 }
@@ -188,6 +199,8 @@ impl AggregateUDFImpl for BandPairsFunc {
 #[derive(Debug)]
 struct BandPairs<F> {
     fingerprints: Vec<F>,
+    /// Whether each fingerprint is fresh; empty when the call has no `fresh` (all are).
+    fresh: Vec<bool>,
     band: Option<i64>,
     k: Option<i64>,
     /// The canonical plan; 16-bit bands when the call leaves it out.
@@ -199,6 +212,7 @@ impl<F> Default for BandPairs<F> {
     fn default() -> Self {
         Self {
             fingerprints: Vec::new(),
+            fresh: Vec::new(),
             band: None,
             k: None,
             plan: None,
@@ -260,18 +274,32 @@ impl<F: FingerprintColumn> BandPairs<F> {
             );
         }
         let (band_index, k) = (band_index as usize, k as u32);
-        let mut keyed: Vec<(F, F)> = self
+        if !self.fresh.is_empty() && self.fresh.len() != self.fingerprints.len() {
+            return exec_err!("band_pairs: fresh must be given for every row or none");
+        }
+        let fresh = |i: usize| self.fresh.get(i).copied().unwrap_or(true);
+        let mut keyed: Vec<(F, F, bool)> = self
             .fingerprints
             .iter()
-            .map(|&f| (f.masked(mask), f))
+            .enumerate()
+            .map(|(i, &f)| (f.masked(mask), f, fresh(i)))
             .collect();
         keyed.sort_unstable();
-        keyed.dedup();
+        // A fingerprint listed twice is fresh if either row says so.
+        keyed.dedup_by(|later, kept| {
+            let same = later.1 == kept.1;
+            kept.2 |= same && later.2;
+            same
+        });
         let mut pairs = Vec::new();
         for run in keyed.chunk_by(|a, b| a.0 == b.0) {
-            for (i, &(_, a)) in run.iter().enumerate() {
-                for &(_, b) in &run[i + 1..] {
-                    if a.hamming(b) <= k
+            if !run.iter().any(|r| r.2) {
+                continue;
+            }
+            for (i, &(_, a, a_fresh)) in run.iter().enumerate() {
+                for &(_, b, b_fresh) in &run[i + 1..] {
+                    if (a_fresh || b_fresh)
+                        && a.hamming(b) <= k
                         && plan.first_shared_band(a.widen(), b.widen()) == Some(band_index)
                     {
                         pairs.push((a, b));
@@ -285,14 +313,29 @@ impl<F: FingerprintColumn> BandPairs<F> {
 
 impl<F: FingerprintColumn> Accumulator for BandPairs<F> {
     fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
-        self.fingerprints.extend(F::values(&values[0])?);
+        let fingerprints = F::values(&values[0])?;
+        if let Some(fresh) = values.get(4) {
+            // Aligned with the non-NULL fingerprints (the rows F::values keeps).
+            let fresh = as_boolean_array(fresh)?;
+            let kept = (0..values[0].len()).filter(|&i| values[0].is_valid(i));
+            self.fresh
+                .extend(kept.map(|i| fresh.is_valid(i) && fresh.value(i)));
+        }
+        self.fingerprints.extend(fingerprints);
         self.note_parameters(&values[1], &values[2], values.get(3))
     }
 
     fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
         let lists = as_list_array(&states[0])?;
-        for list in lists.iter().flatten() {
-            self.fingerprints.extend(F::values(&list)?);
+        let fresh_lists = as_list_array(&states[4])?;
+        for (list, fresh) in lists.iter().zip(fresh_lists.iter()) {
+            let Some(list) = list else { continue };
+            let fingerprints = F::values(&list)?;
+            if let Some(fresh) = fresh.filter(|f| !f.is_empty()) {
+                self.fresh
+                    .extend(as_boolean_array(&fresh)?.iter().map(|f| f == Some(true)));
+            }
+            self.fingerprints.extend(fingerprints);
         }
         self.note_parameters(&states[1], &states[2], states.get(3))
     }
@@ -305,11 +348,19 @@ impl<F: FingerprintColumn> Accumulator for BandPairs<F> {
             fingerprints,
             None,
         );
+        let fresh = BooleanArray::from(std::mem::take(&mut self.fresh));
+        let fresh = ListArray::new(
+            Arc::new(Field::new_list_field(DataType::Boolean, true)),
+            OffsetBuffer::from_lengths([fresh.len()]),
+            Arc::new(fresh),
+            None,
+        );
         Ok(vec![
             ScalarValue::List(Arc::new(list)),
             ScalarValue::Int64(self.band),
             ScalarValue::Int64(self.k),
             ScalarValue::Utf8(self.plan.clone()),
+            ScalarValue::List(Arc::new(fresh)),
         ])
     }
 
@@ -329,7 +380,7 @@ impl<F: FingerprintColumn> Accumulator for BandPairs<F> {
     }
 
     fn size(&self) -> usize {
-        size_of_val(self) + self.fingerprints.capacity() * size_of::<F>()
+        size_of_val(self) + self.fingerprints.capacity() * size_of::<F>() + self.fresh.capacity()
     }
 }
 
@@ -430,6 +481,63 @@ mod tests {
             assert_eq!(found.len(), total, "k = {k}: a pair found twice");
             assert_eq!(found, brute, "k = {k}");
         }
+    }
+
+    /// With `fresh`, every table's pairs together are the brute-force pairs within k that have
+    /// a fresh member, each once.
+    #[test]
+    fn fresh_pairs_are_the_pairs_with_a_fresh_member() {
+        use super::BandPairs;
+        use crate::fingerprint::Fingerprint;
+        let mut random = crate::generate::SplitMix64(0xF7E5);
+        let mut fingerprints: Vec<u64> = Vec::new();
+        for _ in 0..300 {
+            let base = random.next_u64();
+            fingerprints.push(base);
+            for distance in 1..=4 {
+                let mut f = base;
+                for _ in 0..distance {
+                    f ^= 1 << (random.next_u64() % 64);
+                }
+                fingerprints.push(f);
+            }
+        }
+        fingerprints.sort_unstable();
+        fingerprints.dedup();
+        let fresh: Vec<bool> = fingerprints
+            .iter()
+            .map(|_| random.next_u64() % 4 == 0)
+            .collect();
+        let is_fresh: std::collections::HashMap<u64, bool> = fingerprints
+            .iter()
+            .copied()
+            .zip(fresh.iter().copied())
+            .collect();
+        let mut found = Vec::new();
+        for band in 1..=4 {
+            let mut group = BandPairs::<u64> {
+                fingerprints: fingerprints.clone(),
+                fresh: fresh.clone(),
+                band: Some(band),
+                k: Some(3),
+                ..Default::default()
+            };
+            found.extend(group.pairs().unwrap());
+        }
+        let mut brute = Vec::new();
+        for (i, &a) in fingerprints.iter().enumerate() {
+            for &b in &fingerprints[i + 1..] {
+                if a.hamming(b) <= 3 && (is_fresh[&a] || is_fresh[&b]) {
+                    brute.push((a, b));
+                }
+            }
+        }
+        let total = found.len();
+        found.sort_unstable();
+        found.dedup();
+        assert_eq!(found.len(), total, "a pair found twice");
+        assert!(brute.len() > 100, "the data must have fresh pairs");
+        assert_eq!(found, brute);
     }
 
     #[tokio::test]

@@ -129,7 +129,11 @@ async fn batches_through_the_index_equal_one_run_over_all_of_them() {
         write_fingerprints(&file, &rows[range.clone()]);
         files.push(file);
     }
-    for (k, plan) in [(3, "auto"), (6, "permutation")] {
+    for (k, plan, matching) in [
+        (3, "auto", "scan"),
+        (6, "permutation", "scan"),
+        (4, "auto", "join"),
+    ] {
         let index = dir.path().join(format!("index_k{k}"));
         let mut all_pairs = Vec::new();
         // Each indexed document's group (id, representative) as the index said after the
@@ -148,6 +152,8 @@ async fn batches_through_the_index_equal_one_run_over_all_of_them() {
                 &k_text,
                 "--plan",
                 plan,
+                "--matching",
+                matching,
                 "--index",
                 path_str(&index),
                 "--update-index",
@@ -247,11 +253,18 @@ async fn text_batches_in_hive_folders_dedup_against_everything_seen_before() {
             ),
         );
     }
-    let index = dir.path().join("index");
+    for bits in ["64", "128"] {
+        batches_of_days(&dir.path().join(format!("bits{bits}")), &crawl, &days, bits).await;
+    }
+}
+
+/// Runs the days through an index with `--bits`, then one run over the crawl, and compares.
+async fn batches_of_days(dir: &Path, crawl: &Path, days: &[(&str, i32)], bits: &str) {
+    let index = dir.join("index");
     let mut all_pairs = Vec::new();
     let mut seen: BTreeSet<i64> = BTreeSet::new();
     for (b, (day, _)) in days.iter().enumerate() {
-        let output = dir.path().join(format!("out-{day}"));
+        let output = dir.join(format!("out-{day}"));
         neardup_ok(&[
             "run",
             "--input",
@@ -263,6 +276,8 @@ async fn text_batches_in_hive_folders_dedup_against_everything_seen_before() {
             "--update-index",
             "--partition-by",
             "dt",
+            "--bits",
+            bits,
             "--quiet",
         ]);
         all_pairs.extend(pairs_of(&output).await);
@@ -311,13 +326,15 @@ async fn text_batches_in_hive_folders_dedup_against_everything_seen_before() {
     );
 
     // One run over the whole crawl folder: the same pairs and groups, and dt as a column.
-    let one_run = dir.path().join("one_run");
+    let one_run = dir.join("one_run");
     neardup_ok(&[
         "run",
         "--input",
-        path_str(&crawl),
+        path_str(crawl),
         "--output",
         path_str(&one_run),
+        "--bits",
+        bits,
         "--quiet",
     ]);
     let mut expected = pairs_of(&one_run).await;
