@@ -506,7 +506,7 @@ mod tests {
         fingerprints.dedup();
         let fresh: Vec<bool> = fingerprints
             .iter()
-            .map(|_| random.next_u64() % 4 == 0)
+            .map(|_| random.next_u64().is_multiple_of(4))
             .collect();
         let is_fresh: std::collections::HashMap<u64, bool> = fingerprints
             .iter()
