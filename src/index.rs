@@ -271,8 +271,9 @@ impl Index {
         let target = self.batch_dir(number);
         if target.exists() {
             return Err(Error::Usage(format!(
-                "--index {}: {} already exists although the index lists batches up to {}; \
-                 another run may be adding to the index",
+                "--index {}: {} exists but is not a complete batch (no {COMPLETE_MARKER}), \
+                 although the index lists batches up to {}; if no other run is adding to the \
+                 index, it is left from a failed copy or edit: remove it",
                 self.dir.display(),
                 target.display(),
                 number - 1
@@ -362,9 +363,8 @@ impl Index {
     /// Makes the staged batch part of the index: writes `index.json` if the index is new, the
     /// batch's `batch.json`, and renames the staging folder into place (the commit).
     pub fn commit(&self, staging: StagingDir, meta: &IndexMeta, batch: &BatchMeta) -> Result<()> {
-        let meta_path = self.dir.join(META_FILE);
         if self.meta.is_none() {
-            write_json_atomically(&meta_path, meta)?;
+            self.create_settings(meta)?;
         }
         write_json_atomically(&staging.path().join(BATCH_FILE), batch)?;
         staging.commit()?;
@@ -372,9 +372,52 @@ impl Index {
     }
 }
 
+/// True when `dir` holds nothing but what a killed first run leaves: its hidden staging folder
+/// or a half-written `index.json.partial` (the next run's staging removes the former).
 fn is_empty(dir: &Path) -> Result<bool> {
-    let mut entries = std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
-    Ok(entries.next().is_none())
+    for entry in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
+        let name = entry.map_err(|e| Error::io(dir, e))?.file_name();
+        let name = name.to_string_lossy();
+        if !name.starts_with('.') && !name.ends_with(".partial") {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+impl Index {
+    /// Writes `index.json` of a new index unless another run created it meanwhile, in which
+    /// case its settings must be these (never overwritten: its batches were built with them).
+    fn create_settings(&self, meta: &IndexMeta) -> Result<()> {
+        let path = self.dir.join(META_FILE);
+        let text = serde_json::to_string_pretty(meta)
+            .map_err(|e| Error::Internal(format!("{}: {e}", path.display())))?;
+        let partial = self
+            .dir
+            .join(format!(".{META_FILE}.{}", std::process::id()));
+        std::fs::write(&partial, text + "\n").map_err(|e| Error::io(&partial, e))?;
+        // A hard link fails if the name is taken: the first run to create the index wins.
+        let linked = std::fs::hard_link(&partial, &path);
+        let _ = std::fs::remove_file(&partial);
+        match linked {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                let theirs: IndexMeta = read_json(&path)?;
+                if theirs == *meta {
+                    Ok(())
+                } else {
+                    Err(Error::Usage(format!(
+                        "another run created the index {} meanwhile, with other settings ({} \
+                         against this run's {}); this batch was not added",
+                        self.dir.display(),
+                        serde_json::to_string(&theirs).unwrap_or_default(),
+                        serde_json::to_string(meta).unwrap_or_default()
+                    )))
+                }
+            }
+            Err(e) => Err(Error::io(&path, e)),
+        }
+    }
 }
 
 fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
@@ -415,7 +458,9 @@ mod tests {
         assert!(new.meta.is_none());
         assert_eq!((new.next_batch(), new.next_group_id()), (1, 1));
 
-        std::fs::create_dir(&dir).unwrap();
+        // What a killed first run leaves is not an index, but does not stop the next one.
+        std::fs::create_dir_all(dir.join(".batch=000001.neardup-staging-4000000000")).unwrap();
+        assert!(Index::open(&dir, true).unwrap().meta.is_none());
         std::fs::write(dir.join("notes.txt"), "mine").unwrap();
         let err = Index::open(&dir, true).unwrap_err().to_string();
         assert!(err.contains("not a neardup index"), "{err}");
@@ -451,6 +496,16 @@ mod tests {
         let other_id = IndexMeta::new(64, 3, "mode=auto", &DataType::Utf8);
         let err = index.check_settings(&other_id).unwrap_err().to_string();
         assert!(err.contains("id type Int64"), "{err}");
+        // A run that opened the folder before batch 1 landed cannot change the settings.
+        let stale = Index {
+            dir: dir.clone(),
+            meta: None,
+            batches: Vec::new(),
+        };
+        assert!(stale.create_settings(&meta).is_ok());
+        let err = stale.create_settings(&other_k).unwrap_err().to_string();
+        assert!(err.contains("another run created the index"), "{err}");
+        assert_eq!(Index::open(&dir, false).unwrap().meta, Some(meta));
         // Batch 2's folder exists (the crash), so staging batch 2 is refused, not overwritten.
         let err = index.stage_batch(2).unwrap_err().to_string();
         assert!(err.contains("batch=000002"), "{err}");

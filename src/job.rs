@@ -412,6 +412,8 @@ struct IndexedBatch {
     settings: IndexMeta,
     number: u64,
     staging: Option<StagingDir>,
+    /// The index folder did not exist before this run (so a failed run removes it).
+    created_folder: bool,
 }
 
 impl IndexedBatch {
@@ -421,6 +423,7 @@ impl IndexedBatch {
         let Some(options) = options else {
             return Ok(None);
         };
+        let created_folder = !options.dir.exists();
         let index = Index::open(&options.dir, options.update)?;
         index.check_settings(&settings)?;
         let number = index.next_batch();
@@ -434,6 +437,7 @@ impl IndexedBatch {
             settings,
             number,
             staging,
+            created_folder,
         }))
     }
 
@@ -496,9 +500,9 @@ impl IndexedBatch {
 
 impl Drop for IndexedBatch {
     fn drop(&mut self) {
-        // A run that was to create the index and failed leaves no empty index folder behind
-        // (the staged part goes first; removing a folder that is not empty fails, harmlessly).
-        if self.index.meta.is_none() {
+        // A run that made the index folder and failed leaves no empty folder behind (the
+        // staged part goes first; removing a folder that is not empty fails, harmlessly).
+        if self.created_folder {
             drop(self.staging.take());
             let _ = std::fs::remove_dir(&self.index.dir);
         }
@@ -547,6 +551,7 @@ async fn finish_batch(
     let documents = done.counts.documents;
     let inputs = input_names(done.corpus);
     let quiet = clock.quiet;
+    let written = staging.target().join(SUMMARY_FILE);
     let summary = finish(staging, done, Some(report), clock)?;
     if let Some(part) = part {
         let meta = BatchMeta {
@@ -557,17 +562,20 @@ async fn finish_batch(
             next_group_id,
             committed_at: crate::index::now_unix(),
         };
-        batch
-            .index
-            .commit(part, &batch.settings, &meta)
-            .map_err(|e| {
-                Error::Input(format!(
-                    "the outputs are written, but adding batch {} to the index {} failed: {e}. \
-                     The index is as it was; run again with --overwrite to retry",
-                    batch.number,
-                    batch.index.dir.display()
-                ))
-            })?;
+        if let Err(e) = batch.index.commit(part, &batch.settings, &meta) {
+            // The outputs are in place; their summary must not claim the batch was added.
+            let mut corrected = summary.clone();
+            if let Some(index) = &mut corrected.index {
+                index.updated = false;
+            }
+            let _ = corrected.write(&written);
+            return Err(Error::Input(format!(
+                "the outputs are written, but adding batch {} to the index {} failed: {e}. \
+                 The index has no new batch; run again with --overwrite to retry",
+                batch.number,
+                batch.index.dir.display()
+            )));
+        }
         if !quiet {
             eprintln!(
                 "neardup: added batch {} ({documents} documents) to {}",

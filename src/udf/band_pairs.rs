@@ -292,18 +292,34 @@ impl<F: FingerprintColumn> BandPairs<F> {
             same
         });
         let mut pairs = Vec::new();
+        let mut keep = |a: F, b: F| {
+            if a.hamming(b) <= k && plan.first_shared_band(a.widen(), b.widen()) == Some(band_index)
+            {
+                pairs.push((a, b));
+            }
+        };
+        let mut fresh_members = Vec::new();
         for run in keyed.chunk_by(|a, b| a.0 == b.0) {
-            if !run.iter().any(|r| r.2) {
+            fresh_members.clear();
+            fresh_members.extend((0..run.len()).filter(|&i| run[i].2));
+            if fresh_members.len() == run.len() {
+                for (i, &(_, a, _)) in run.iter().enumerate() {
+                    for &(_, b, _) in &run[i + 1..] {
+                        keep(a, b);
+                    }
+                }
                 continue;
             }
-            for (i, &(_, a, a_fresh)) in run.iter().enumerate() {
-                for &(_, b, b_fresh) in &run[i + 1..] {
-                    if (a_fresh || b_fresh)
-                        && a.hamming(b) <= k
-                        && plan.first_shared_band(a.widen(), b.widen()) == Some(band_index)
-                    {
-                        pairs.push((a, b));
+            // Some members are not fresh: each fresh one against the run, a pair of two fresh
+            // ones from the first of them, so the work grows with the fresh members only. Runs
+            // are sorted by fingerprint, so the earlier member is the smaller.
+            for &i in &fresh_members {
+                let a = run[i].1;
+                for (j, &(_, b, b_fresh)) in run.iter().enumerate() {
+                    if j == i || (b_fresh && j < i) {
+                        continue;
                     }
+                    if j < i { keep(b, a) } else { keep(a, b) }
                 }
             }
         }
