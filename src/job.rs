@@ -260,13 +260,7 @@ pub async fn run(options: &RunOptions) -> Result<Summary> {
         batch.prepare(&ctx, &id_type, bits, &mut params).await?;
     }
     let stages = async {
-        let ids = async {
-            check_ids(&ctx, &corpus, &options.id_column).await?;
-            match &batch {
-                Some(batch) => batch.check_new_ids(&ctx, &options.id_column).await,
-                None => Ok(()),
-            }
-        };
+        let ids = check_ids(&ctx, &corpus, &options.id_column, batch.as_ref());
         clock.time("check ids", ids).await?;
         let show = !options.console.quiet;
         let signatures = async {
@@ -338,13 +332,7 @@ pub async fn match_fingerprints(options: &MatchOptions) -> Result<Summary> {
         batch.prepare(&ctx, &id_type, 64, &mut params).await?;
     }
     let stages = async {
-        let ids = async {
-            check_ids(&ctx, &corpus, &options.id_column).await?;
-            match &batch {
-                Some(batch) => batch.check_new_ids(&ctx, &options.id_column).await,
-                None => Ok(()),
-            }
-        };
+        let ids = check_ids(&ctx, &corpus, &options.id_column, batch.as_ref());
         clock.time("check ids", ids).await?;
         pipeline::run_stage(&ctx, &pipeline::SIGNATURES_GIVEN, &params).await?;
         let asked = MatchingAsked {
@@ -1038,8 +1026,22 @@ pub async fn register_corpus(ctx: &SessionContext, corpus: &Corpus) -> Result<()
     pipeline::run_statements(ctx, &view, "input order").await
 }
 
-/// Ids must be present and unique: pairs, groups and dedup refer to documents by id.
-async fn check_ids(ctx: &SessionContext, corpus: &Corpus, id_column: &str) -> Result<()> {
+/// Ids must be present and unique (pairs, groups and dedup refer to documents by id), and not
+/// in the index the batch is matched against, if any.
+async fn check_ids(
+    ctx: &SessionContext,
+    corpus: &Corpus,
+    id_column: &str,
+    batch: Option<&IndexedBatch>,
+) -> Result<()> {
+    check_corpus_ids(ctx, corpus, id_column).await?;
+    match batch {
+        Some(batch) => batch.check_new_ids(ctx, id_column).await,
+        None => Ok(()),
+    }
+}
+
+async fn check_corpus_ids(ctx: &SessionContext, corpus: &Corpus, id_column: &str) -> Result<()> {
     let id = quote_ident(id_column);
     let nulls = query_batches(
         ctx,

@@ -87,6 +87,24 @@ pub async fn query(output: &Path, sql: &str) -> Vec<RecordBatch> {
         .expect("run")
 }
 
+/// (id_a, id_b, distance) of an output's `pairs` with Int64 ids, in file order.
+pub async fn pairs_of(output: &Path) -> Vec<(i64, i64, u8)> {
+    use datafusion::arrow::array::AsArray;
+    use datafusion::arrow::datatypes::{Int64Type, UInt8Type};
+    let mut pairs = Vec::new();
+    for b in &query(output, "SELECT id_a, id_b, distance FROM pairs").await {
+        let (a, bb, d) = (
+            b.column(0).as_primitive::<Int64Type>(),
+            b.column(1).as_primitive::<Int64Type>(),
+            b.column(2).as_primitive::<UInt8Type>(),
+        );
+        for i in 0..b.num_rows() {
+            pairs.push((a.value(i), bb.value(i), d.value(i)));
+        }
+    }
+    pairs
+}
+
 /// Writes the result of a SQL query (through the binary) as a Parquet file.
 pub fn make_parquet(path: &Path, select: &str) {
     // A UNION ALL's branches run as separate partitions and reach the file in any order; sorting

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use datafusion::arrow::array::AsArray;
 use datafusion::arrow::datatypes::{Int64Type, UInt8Type, UInt64Type};
 
-use crate::common::{SplitMix64, path_str, query, summary, write_fingerprints};
+use crate::common::{SplitMix64, pairs_of, path_str, query, summary, write_fingerprints};
 
 /// Rows in input order: (id, fingerprint). Ids run backwards so that "first in input order"
 /// and "smallest id" disagree, and the test can tell which rule the job applied.
@@ -207,22 +207,8 @@ async fn pairs_and_groups_equal_brute_force_for_every_k_plan_and_strategy() {
             expected_pairs.len() > 100 + 50 * k as usize,
             "the planted data must exercise k = {k}"
         );
-        let batches = query(
-            &output,
-            "SELECT id_a, id_b, distance FROM pairs ORDER BY id_a, id_b",
-        )
-        .await;
-        let mut pairs = Vec::new();
-        for b in &batches {
-            let (a, bb, d) = (
-                b.column(0).as_primitive::<Int64Type>(),
-                b.column(1).as_primitive::<Int64Type>(),
-                b.column(2).as_primitive::<UInt8Type>(),
-            );
-            for i in 0..b.num_rows() {
-                pairs.push((a.value(i), bb.value(i), d.value(i)));
-            }
-        }
+        let mut pairs = pairs_of(&output).await;
+        pairs.sort_unstable();
         let expected_groups = bfs_groups(&rows, &expected_pairs);
         if listed == "star" {
             // Every listed pair is a true pair with its distance, at most one per document

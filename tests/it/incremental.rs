@@ -7,11 +7,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use datafusion::arrow::array::AsArray;
-use datafusion::arrow::datatypes::{Int64Type, UInt8Type, UInt64Type};
+use datafusion::arrow::datatypes::{Int64Type, UInt64Type};
 
 use crate::common::{
-    SplitMix64, fixture, make_parquet, neardup, neardup_ok, path_str, query, stderr, summary,
-    write_fingerprints,
+    SplitMix64, fixture, make_parquet, neardup, neardup_ok, pairs_of, path_str, query, stderr,
+    summary, write_fingerprints,
 };
 use crate::exactness::{bfs_groups, brute_force_pairs, planted_fingerprints};
 
@@ -85,21 +85,6 @@ fn index_groups(index: &Path) -> Vec<(i64, u64, i64)> {
             )
         })
         .collect()
-}
-
-async fn pairs_of(output: &Path) -> Vec<(i64, i64, u8)> {
-    let mut pairs = Vec::new();
-    for b in &query(output, "SELECT id_a, id_b, distance FROM pairs").await {
-        let (a, bb, d) = (
-            b.column(0).as_primitive::<Int64Type>(),
-            b.column(1).as_primitive::<Int64Type>(),
-            b.column(2).as_primitive::<UInt8Type>(),
-        );
-        for i in 0..b.num_rows() {
-            pairs.push((a.value(i), bb.value(i), d.value(i)));
-        }
-    }
-    pairs
 }
 
 /// (id, group_id, representative_id, batch) of a batch's groups output.
