@@ -6,7 +6,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::error::Result;
 use crate::job::{self, MatchOptions, RunOptions};
-use crate::pipeline::{Matching, PairsListed};
+use crate::pipeline::{Clustering, Matching, PairsListed};
 use crate::query::{self, Format, QueryOptions};
 use crate::summary::Summary;
 use crate::text::FeatureOptions;
@@ -241,6 +241,10 @@ pub struct RunArgs {
     /// fingerprint pairs by their first documents; the same groups, rows linear in documents).
     #[arg(long, value_enum, default_value_t = PairsListed::All)]
     pub pairs: PairsListed,
+    /// How pairs become groups: union-find in this process, or SQL rounds (large-star /
+    /// small-star) that never collect the pairs, as on a cluster; the same groups.
+    #[arg(long, value_enum, default_value_t = Clustering::UnionFind)]
+    pub clustering: Clustering,
     /// Replace --output if it already holds a neardup output.
     #[arg(long)]
     pub overwrite: bool,
@@ -387,6 +391,10 @@ pub struct MatchArgs {
     /// fingerprint pairs by their first documents; the same groups, rows linear in documents).
     #[arg(long, value_enum, default_value_t = PairsListed::All)]
     pub pairs: PairsListed,
+    /// How pairs become groups: union-find in this process, or SQL rounds (large-star /
+    /// small-star) that never collect the pairs, as on a cluster; the same groups.
+    #[arg(long, value_enum, default_value_t = Clustering::UnionFind)]
+    pub clustering: Clustering,
     /// Replace --output if it already holds a neardup output.
     #[arg(long)]
     pub overwrite: bool,
@@ -440,6 +448,7 @@ pub async fn execute(cli: Cli) -> Result<()> {
                 matching: args.matching,
                 plan: args.plan,
                 pairs: args.pairs,
+                clustering: args.clustering,
                 overwrite: args.overwrite,
                 features: with_bits(args.features, args.bits.as_deref())?,
                 index: args.index.options(),
@@ -461,6 +470,7 @@ pub async fn execute(cli: Cli) -> Result<()> {
                 matching: args.matching,
                 plan: args.plan,
                 pairs: args.pairs,
+                clustering: args.clustering,
                 overwrite: args.overwrite,
                 index: args.index.options(),
                 console: args.console.console(),

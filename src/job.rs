@@ -20,7 +20,7 @@ use crate::fingerprint::BANDS;
 use crate::index::{BatchMeta, Index, IndexMeta};
 use crate::input::{self, Corpus, quote_ident, quote_literal};
 use crate::output::{SUMMARY_FILE, StagingDir};
-use crate::pipeline::{self, Matching, PairsListed, Params};
+use crate::pipeline::{self, Clustering, Matching, PairsListed, Params};
 use crate::summary::{Counts, IndexReport, Parameters, PlanReport, StageTime, Summary};
 use crate::text::{FeatureOptions, Featurizer};
 use crate::udf::FingerprintColumn;
@@ -47,6 +47,8 @@ pub struct RunOptions {
     pub plan: String,
     /// Which document pairs `pairs` lists (`--pairs`).
     pub pairs: PairsListed,
+    /// How pairs become components (`--clustering`).
+    pub clustering: Clustering,
     pub overwrite: bool,
     /// How texts become features (`--features`; `simhash`'s option string).
     pub features: FeatureOptions,
@@ -78,6 +80,8 @@ pub struct MatchOptions {
     pub plan: String,
     /// Which document pairs `pairs` lists (`--pairs`).
     pub pairs: PairsListed,
+    /// How pairs become components (`--clustering`).
+    pub clustering: Clustering,
     pub overwrite: bool,
     /// Match against (and maybe add to) a signature index (`--index`, `--update-index`).
     pub index: Option<IndexOptions>,
@@ -106,6 +110,19 @@ pub fn check_k(k: u32, bits: u32, plan: &str) -> Result<()> {
         )));
     }
     crate::planner::plans_asked(plan, k, bits).map_err(|e| Error::Usage(format!("--plan: {e}")))?;
+    Ok(())
+}
+
+/// `--clustering sql` runs on 64-bit fingerprints without an index (the index's clustering
+/// reads its groups, which only union-find does).
+fn check_clustering(clustering: Clustering, bits: u32, index: bool) -> Result<()> {
+    if clustering == Clustering::Sql && (bits != 64 || index) {
+        return Err(Error::Usage(
+            "--clustering sql is for 64-bit fingerprints without --index; leave it out (the \
+             default, union-find, gives the same groups)"
+                .into(),
+        ));
+    }
     Ok(())
 }
 
@@ -230,6 +247,7 @@ async fn find_unreadable_file(
 pub async fn run(options: &RunOptions) -> Result<Summary> {
     let bits = options.features.bits;
     check_k(options.k, bits, &options.plan)?;
+    check_clustering(options.clustering, bits, options.index.is_some())?;
     if bits == 128 && options.matching == Matching::Join {
         return Err(Error::Usage(
             "--matching join is written for 64-bit fingerprints; use --matching scan (the \
@@ -303,6 +321,7 @@ pub async fn run(options: &RunOptions) -> Result<Summary> {
         bits,
     );
     parameters.partition_by = options.partition_by.clone();
+    parameters.clustering = options.clustering;
     let done = Finished {
         command: "run",
         parameters,
@@ -316,6 +335,7 @@ pub async fn run(options: &RunOptions) -> Result<Summary> {
 /// `neardup match`: fingerprints in; pairs, groups and summary out.
 pub async fn match_fingerprints(options: &MatchOptions) -> Result<Summary> {
     check_k(options.k, 64, &options.plan)?;
+    check_clustering(options.clustering, 64, options.index.is_some())?;
     let mut clock = Stopwatch::new(options.console.quiet);
     let corpus = input::inspect(input::resolve_inputs(&options.signatures)?)?;
     corpus.check_id_column(&options.id_column)?;
@@ -340,6 +360,7 @@ pub async fn match_fingerprints(options: &MatchOptions) -> Result<Summary> {
             matching: options.matching,
             plan: &options.plan,
             pairs: options.pairs,
+            clustering: options.clustering,
             quiet: options.console.quiet,
             against: Against::Nothing,
         }
@@ -352,7 +373,7 @@ pub async fn match_fingerprints(options: &MatchOptions) -> Result<Summary> {
     };
     let fresh = batch.as_ref().map(|b| b.number);
     let counts = count(&ctx, false, 0, fresh).await?;
-    let parameters = parameters(
+    let mut parameters = parameters(
         options.k,
         options.matching,
         options.pairs,
@@ -361,6 +382,7 @@ pub async fn match_fingerprints(options: &MatchOptions) -> Result<Summary> {
         FINGERPRINTS_GIVEN,
         64,
     );
+    parameters.clustering = options.clustering;
     let done = Finished {
         command: "match",
         parameters,
@@ -582,6 +604,7 @@ struct MatchingAsked<'a> {
     matching: Matching,
     plan: &'a str,
     pairs: PairsListed,
+    clustering: Clustering,
     quiet: bool,
     against: Against,
 }
@@ -615,6 +638,7 @@ impl<'a> From<&'a RunOptions> for MatchingAsked<'a> {
             matching: options.matching,
             plan: &options.plan,
             pairs: options.pairs,
+            clustering: options.clustering,
             quiet: options.console.quiet,
             against: Against::Nothing,
         }
@@ -699,6 +723,12 @@ async fn run_matching(
         )
         .await?;
     let clustering = async {
+        if asked.clustering == Clustering::Sql {
+            let work = Path::new(params.get("work_dir").unwrap_or_default());
+            let rounds = crate::components::sql_components(ctx, work).await?;
+            log::debug!("components in {rounds} SQL rounds");
+            return Ok(());
+        }
         match (params.get("bits") == Some("128"), indexed) {
             (true, false) => cluster_fingerprints::<u128>(ctx).await,
             (false, false) => cluster_fingerprints::<u64>(ctx).await,
@@ -864,6 +894,10 @@ fn stage_params(dir: &Path, id_column: &str, k: u32, bits: u32) -> Params {
     };
     let mut params = Params::default();
     params
+        .set(
+            "work_dir",
+            dir.join(WORK_DIR).join("components").display().to_string(),
+        )
         .set("id", quote_ident(id_column))
         .set("k", k.to_string())
         .set("partition_by", "")
@@ -916,6 +950,7 @@ fn parameters(
         k,
         matching,
         pairs,
+        clustering: Clustering::UnionFind,
         id_column: id_column.to_string(),
         source_column: source_column.to_string(),
         fingerprint_bits: bits,
@@ -1231,7 +1266,12 @@ pub(crate) async fn query_batches(ctx: &SessionContext, sql: &str) -> Result<Vec
 }
 
 async fn count_rows(ctx: &SessionContext, table: &str) -> Result<u64> {
-    let batches = query_batches(ctx, &format!("SELECT count(*) FROM {table}")).await?;
+    count_query(ctx, &format!("SELECT count(*) FROM {table}")).await
+}
+
+/// The single count a query returns.
+pub(crate) async fn count_query(ctx: &SessionContext, sql: &str) -> Result<u64> {
+    let batches = query_batches(ctx, sql).await?;
     first_value(&batches, 0)
 }
 

@@ -74,6 +74,18 @@ pub const GROUPS: Stage = Stage {
     name: "sql/05_groups.sql",
     sql: include_str!("../sql/05_groups.sql"),
 };
+pub const COMPONENTS_START: Stage = Stage {
+    name: "sql/05_components_start.sql",
+    sql: include_str!("../sql/05_components_start.sql"),
+};
+pub const COMPONENTS_ROUND: Stage = Stage {
+    name: "sql/05_components_round.sql",
+    sql: include_str!("../sql/05_components_round.sql"),
+};
+pub const COMPONENTS_SMALL: Stage = Stage {
+    name: "sql/05_components_small.sql",
+    sql: include_str!("../sql/05_components_small.sql"),
+};
 pub const GROUPS_INDEX: Stage = Stage {
     name: "sql/05_groups_index.sql",
     sql: include_str!("../sql/05_groups_index.sql"),
@@ -147,6 +159,29 @@ impl PairsListed {
             PairsListed::Star => PAIRS_STAR,
         }
     }
+}
+
+/// How the fingerprint pairs become components. Both label every fingerprint with the smallest
+/// of its component (the components tests compare them).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Clustering {
+    /// Union-find in this process over all fingerprint pairs (fast; needs them in memory).
+    #[default]
+    UnionFind,
+    /// Large-star / small-star rounds as SQL queries (`src/components.rs`): the pairs never
+    /// leave the engine, as a cluster needs.
+    Sql,
 }
 
 /// Values for a stage's `${name}` placeholders, each already SQL text.
@@ -300,6 +335,8 @@ mod tests {
             "index_groups_dir",
             "members_dir",
             "grouped_members_dir",
+            "edges_out_dir",
+            "large_out_dir",
             "simhash",
         ] {
             params.set(
@@ -335,6 +372,9 @@ mod tests {
             PAIRS,
             PAIRS_STAR,
             GROUPS,
+            COMPONENTS_START,
+            COMPONENTS_ROUND,
+            COMPONENTS_SMALL,
             GROUPS_INDEX,
             DEDUP,
             INDEX_BATCH,

@@ -5,7 +5,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::pipeline::{Matching, PairsListed};
+use crate::pipeline::{Clustering, Matching, PairsListed};
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Summary {
@@ -36,6 +36,9 @@ pub struct Parameters {
     /// Which document pairs `pairs` lists (`all`, or `star`: linear in the documents).
     #[serde(default)]
     pub pairs: PairsListed,
+    /// How pairs became components (`union-find` or `sql`).
+    #[serde(default)]
+    pub clustering: Clustering,
     pub id_column: String,
     /// The text column (`run`) or the fingerprint column (`match`).
     pub source_column: String,

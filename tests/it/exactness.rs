@@ -261,3 +261,55 @@ async fn pairs_and_groups_equal_brute_force_for_every_k_plan_and_strategy() {
         assert_eq!(groups, expected_groups, "groups at k = {k}, {matching}");
     }
 }
+
+/// `--clustering sql` (large-star / small-star rounds) gives the groups of the brute-force oracle,
+/// as union-find does, here with a chain of planted neighbours and 40 copies.
+#[tokio::test]
+async fn sql_clustering_groups_equal_brute_force() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("fingerprints.parquet");
+    let rows = planted_fingerprints();
+    write_fingerprints(&input, &rows);
+    for k in [3u32, 8] {
+        let output = dir.path().join(format!("sql{k}"));
+        let k_text = k.to_string();
+        crate::common::neardup_ok(&[
+            "match",
+            "--signatures",
+            path_str(&input),
+            "--output",
+            path_str(&output),
+            "--k",
+            &k_text,
+            "--clustering",
+            "sql",
+            "--quiet",
+        ]);
+        assert_eq!(summary(&output)["parameters"]["clustering"], "sql");
+        let batches = query(
+            &output,
+            "SELECT id, group_id, representative_id, group_size, distance FROM groups ORDER BY id",
+        )
+        .await;
+        let mut groups = Vec::new();
+        for b in &batches {
+            let id = b.column(0).as_primitive::<Int64Type>();
+            let group = b.column(1).as_primitive::<UInt64Type>();
+            let rep = b.column(2).as_primitive::<Int64Type>();
+            let size = b.column(3).as_primitive::<Int64Type>();
+            let distance = b.column(4).as_primitive::<UInt8Type>();
+            for i in 0..b.num_rows() {
+                groups.push((
+                    id.value(i),
+                    group.value(i),
+                    rep.value(i),
+                    size.value(i),
+                    distance.value(i),
+                ));
+            }
+        }
+        let expected = bfs_groups(&rows, &brute_force_pairs(&rows, k));
+        assert!(expected.len() > 1000, "k = {k}: the data must have groups");
+        assert_eq!(groups, expected, "k = {k}");
+    }
+}

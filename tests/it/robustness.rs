@@ -448,4 +448,20 @@ fn usage_errors_exit_with_2() {
     let result = neardup(&["run", "--input", "x", "--output", "y", "--k", "many"]);
     assert_eq!(result.status.code(), Some(2));
     assert!(stderr(&result).contains("--k"), "{}", stderr(&result));
+    // SQL clustering does not read an index's groups: refused before any work.
+    let dir = tempfile::tempdir().unwrap();
+    let index = dir.path().join("index");
+    let message = failing_sample_run(
+        dir.path(),
+        &[
+            "--clustering",
+            "sql",
+            "--index",
+            path_str(&index),
+            "--update-index",
+        ],
+        2,
+    );
+    assert!(message.contains("--clustering sql"), "{message}");
+    assert!(!index.exists());
 }

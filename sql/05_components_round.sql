@@ -1,0 +1,17 @@
+-- One round of sql/05_components_start.sql: large-star from `edges_in` to the round's large
+-- folder, then small-star from there (`large_in`) to the round's edges. The runner stops when
+-- a round changes no edge.
+
+CREATE OR REPLACE VIEW star_neighbours AS
+SELECT a AS u, b AS v FROM edges_in
+UNION ALL
+SELECT b AS u, a AS v FROM edges_in;
+
+-- Large-star: each node links its larger neighbours to the smallest of itself and its
+-- neighbours.
+COPY (
+    SELECT DISTINCT CASE WHEN m.m < n.u THEN m.m ELSE n.u END AS a, n.v AS b
+    FROM star_neighbours n
+    JOIN (SELECT u, min(v) AS m FROM star_neighbours GROUP BY u) m ON n.u = m.u
+    WHERE n.v > n.u
+) TO ${large_out_dir} STORED AS PARQUET;

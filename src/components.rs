@@ -1,0 +1,179 @@
+//! Connected components of the fingerprint pairs as SQL rounds (`--clustering sql`), for
+//! engines where the pairs must not be collected on one machine (a Ballista cluster). Local runs
+//! use union-find (`crate::cluster`), which labels the same way: each node with the smallest
+//! node of its component.
+
+use std::path::Path;
+
+use datafusion::prelude::{ParquetReadOptions, SessionContext};
+
+use crate::error::{Error, QueryContext, Result};
+use crate::input::quote_literal;
+use crate::pipeline::{self, Params};
+
+/// Rounds after which the rounds give up: large-star / small-star needs O(log^2 n), about 40
+/// for 2^40 nodes; reaching it means a bug.
+pub const MAX_ROUNDS: usize = 200;
+
+/// Computes the components of `fingerprint_pairs` in rounds written under `work`, and registers
+/// `fingerprint_components (simhash, component)`, the component being its smallest
+/// fingerprint. Returns the rounds it took.
+pub async fn sql_components(ctx: &SessionContext, work: &Path) -> Result<usize> {
+    let folder = |round: usize| work.join(format!("edges_{round}"));
+    let mut params = Params::default();
+    let set_out = |params: &mut Params, round: usize| {
+        params.set(
+            "edges_out_dir",
+            quote_literal(&format!("{}/", folder(round).display())),
+        );
+    };
+    set_out(&mut params, 0);
+    pipeline::run_stage(ctx, &pipeline::COMPONENTS_START, &params).await?;
+    register_edges(ctx, &folder(0), &format!("edges_{}", 0)).await?;
+    for round in 1..=MAX_ROUNDS {
+        let _ = ctx.deregister_table("edges_in");
+        register_edges(ctx, &folder(round - 1), "edges_in").await?;
+        set_out(&mut params, round);
+        let large = work.join(format!("large_{round}"));
+        params.set(
+            "large_out_dir",
+            quote_literal(&format!("{}/", large.display())),
+        );
+        pipeline::run_stage(ctx, &pipeline::COMPONENTS_ROUND, &params).await?;
+        let _ = ctx.deregister_table("large_in");
+        register_edges(ctx, &large, "large_in").await?;
+        pipeline::run_stage(ctx, &pipeline::COMPONENTS_SMALL, &params).await?;
+        register_edges(ctx, &folder(round), &format!("edges_{round}")).await?;
+        // Settled when the round gave back the edges it was given.
+        let (before, after) = (format!("edges_{}", round - 1), format!("edges_{round}"));
+        let changed = crate::job::count_query(
+            ctx,
+            &format!(
+                "SELECT count(*) FROM (SELECT a, b FROM {after} EXCEPT SELECT a, b FROM {before})"
+            ),
+        )
+        .await?;
+        let sizes = (
+            crate::job::count_query(ctx, &format!("SELECT count(*) FROM {before}")).await?,
+            crate::job::count_query(ctx, &format!("SELECT count(*) FROM {after}")).await?,
+        );
+        log::debug!("components: round {round}, {changed} new edges, {sizes:?} edges");
+        if changed == 0 && sizes.0 == sizes.1 {
+            pipeline::run_statements(
+                ctx,
+                &format!(
+                    "CREATE VIEW fingerprint_components AS \
+                     SELECT u AS simhash, CASE WHEN min(v) < u THEN min(v) ELSE u END AS component \
+                     FROM (SELECT a AS u, b AS v FROM {after} UNION ALL SELECT b AS u, a AS v FROM {after}) \
+                     GROUP BY u"
+                ),
+                "components",
+            )
+            .await?;
+            return Ok(round);
+        }
+    }
+    Err(Error::Internal(format!(
+        "connected components did not settle in {MAX_ROUNDS} rounds"
+    )))
+}
+
+async fn register_edges(ctx: &SessionContext, folder: &Path, name: &str) -> Result<()> {
+    let path = format!("{}/", folder.display());
+    ctx.register_parquet(name, &path, ParquetReadOptions::default())
+        .await
+        .context(|| format!("reading the edges in {path}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use datafusion::arrow::array::{AsArray, RecordBatch, UInt64Array};
+    use datafusion::arrow::datatypes::{DataType, Field, Schema, UInt64Type};
+    use datafusion::catalog::MemTable;
+
+    use super::*;
+    use crate::generate::SplitMix64;
+
+    /// The SQL rounds' labels for `edges`, sorted by node.
+    async fn sql_labels(edges: &[(u64, u64)]) -> (Vec<(u64, u64)>, usize) {
+        let ctx = crate::job::session_context().unwrap();
+        let schema = Arc::new(Schema::new(vec![
+            // Nullable, as the pairs read back from Parquet are.
+            Field::new("simhash_a", DataType::UInt64, true),
+            Field::new("simhash_b", DataType::UInt64, true),
+        ]));
+        let batch = RecordBatch::try_new(
+            Arc::clone(&schema),
+            vec![
+                Arc::new(UInt64Array::from_iter_values(edges.iter().map(|e| e.0))),
+                Arc::new(UInt64Array::from_iter_values(edges.iter().map(|e| e.1))),
+            ],
+        )
+        .unwrap();
+        let table = MemTable::try_new(schema, vec![vec![batch]]).unwrap();
+        ctx.register_table("fingerprint_pairs", Arc::new(table))
+            .unwrap();
+        let work = tempfile::tempdir().unwrap();
+        let rounds = sql_components(&ctx, work.path()).await.unwrap();
+        let batches = ctx
+            .sql("SELECT simhash, component FROM fingerprint_components")
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
+        let mut labels = Vec::new();
+        for b in &batches {
+            let (n, l) = (
+                b.column(0).as_primitive::<UInt64Type>(),
+                b.column(1).as_primitive::<UInt64Type>(),
+            );
+            labels.extend((0..b.num_rows()).map(|i| (n.value(i), l.value(i))));
+        }
+        labels.sort_unstable();
+        (labels, rounds)
+    }
+
+    /// Node ids in a random order, so that labels cannot follow the shape by accident.
+    fn shuffled(n: usize, rng: &mut SplitMix64) -> Vec<u64> {
+        let mut ids: Vec<u64> = (0..n as u64).map(|i| i * 7919 + 13).collect();
+        for i in (1..ids.len()).rev() {
+            ids.swap(i, rng.below(i + 1));
+        }
+        ids
+    }
+
+    #[tokio::test]
+    async fn sql_rounds_equal_union_find_on_chains_stars_small_and_giant_components() {
+        let mut rng = SplitMix64(0xCC);
+        let mut graphs: Vec<(&str, Vec<(u64, u64)>)> = Vec::new();
+        let ids = shuffled(3000, &mut rng);
+        graphs.push(("chain", ids.windows(2).map(|w| (w[0], w[1])).collect()));
+        let ids = shuffled(1001, &mut rng);
+        graphs.push((
+            "star",
+            ids[1..].iter().map(|&leaf| (ids[0], leaf)).collect(),
+        ));
+        let ids = shuffled(2000, &mut rng);
+        let mut small = Vec::new();
+        for part in ids.chunks(4) {
+            small.extend(part.windows(2).map(|w| (w[0], w[1])));
+        }
+        graphs.push(("many small", small));
+        let ids = shuffled(2000, &mut rng);
+        let giant = (0..5000)
+            .map(|_| (ids[rng.below(ids.len())], ids[rng.below(ids.len())]))
+            .filter(|(a, b)| a != b)
+            .collect();
+        graphs.push(("giant", giant));
+        graphs.push(("empty", Vec::new()));
+        for (name, edges) in graphs {
+            let expected = crate::cluster::connected_components(edges.iter().copied());
+            let (labels, rounds) = sql_labels(&edges).await;
+            assert_eq!(labels, expected, "{name}");
+            assert!(rounds <= 20, "{name}: {rounds} rounds");
+        }
+    }
+}
