@@ -9,8 +9,11 @@ SELECT b AS u, a AS v FROM edges_in;
 
 -- Large-star: each node links its larger neighbours to the smallest of itself and its
 -- neighbours.
+-- COALESCE: over non-null edges DataFusion 55 plans min() as non-null but runs it as nullable,
+-- and refuses the plan; the COALESCE is non-null both ways (min of a non-empty group is set).
 COPY (
-    SELECT DISTINCT CASE WHEN m.m < n.u THEN m.m ELSE n.u END AS a, n.v AS b
+    SELECT DISTINCT CASE WHEN COALESCE(m.m, n.u) < n.u THEN COALESCE(m.m, n.u) ELSE n.u END AS a,
+                    n.v AS b
     FROM star_neighbours n
     JOIN (SELECT u, min(v) AS m FROM star_neighbours GROUP BY u) m ON n.u = m.u
     WHERE n.v > n.u

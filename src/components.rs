@@ -100,9 +100,9 @@ mod tests {
     async fn sql_labels(edges: &[(u64, u64)]) -> (Vec<(u64, u64)>, usize) {
         let ctx = crate::job::session_context().unwrap();
         let schema = Arc::new(Schema::new(vec![
-            // Nullable, as the pairs read back from Parquet are.
-            Field::new("simhash_a", DataType::UInt64, true),
-            Field::new("simhash_b", DataType::UInt64, true),
+            // Declared non-null: the rounds must not depend on how the pairs were declared.
+            Field::new("simhash_a", DataType::UInt64, false),
+            Field::new("simhash_b", DataType::UInt64, false),
         ]));
         let batch = RecordBatch::try_new(
             Arc::clone(&schema),
