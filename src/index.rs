@@ -95,7 +95,7 @@ impl Index {
             meta: None,
             batches: Vec::new(),
         };
-        let exists = dir.is_dir() && !is_empty(&dir)?;
+        let exists = dir.is_dir() && !holds_only_leftovers(&dir)?;
         if !exists {
             if dir.exists() && !dir.is_dir() {
                 return Err(Error::Usage(format!(
@@ -374,7 +374,7 @@ impl Index {
 
 /// True when `dir` holds nothing but what a killed first run leaves: its hidden staging folder
 /// or a half-written `index.json.partial` (the next run's staging removes the former).
-fn is_empty(dir: &Path) -> Result<bool> {
+fn holds_only_leftovers(dir: &Path) -> Result<bool> {
     for entry in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
         let name = entry.map_err(|e| Error::io(dir, e))?.file_name();
         let name = name.to_string_lossy();

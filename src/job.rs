@@ -355,16 +355,7 @@ pub async fn match_fingerprints(options: &MatchOptions) -> Result<Summary> {
         let ids = check_ids(&ctx, &corpus, &options.id_column, batch.as_ref());
         clock.time("check ids", ids).await?;
         pipeline::run_stage(&ctx, &pipeline::SIGNATURES_GIVEN, &params).await?;
-        let asked = MatchingAsked {
-            k: options.k,
-            matching: options.matching,
-            plan: &options.plan,
-            pairs: options.pairs,
-            clustering: options.clustering,
-            quiet: options.console.quiet,
-            against: Against::Nothing,
-        }
-        .against(batch.as_ref());
+        let asked = MatchingAsked::from(options).against(batch.as_ref());
         run_matching(&ctx, &params, asked, &mut clock).await
     };
     let plan = match stages.await {
@@ -628,6 +619,20 @@ impl MatchingAsked<'_> {
             Some(_) => Against::Index,
         };
         Self { against, ..self }
+    }
+}
+
+impl<'a> From<&'a MatchOptions> for MatchingAsked<'a> {
+    fn from(options: &'a MatchOptions) -> Self {
+        Self {
+            k: options.k,
+            matching: options.matching,
+            plan: &options.plan,
+            pairs: options.pairs,
+            clustering: options.clustering,
+            quiet: options.console.quiet,
+            against: Against::Nothing,
+        }
     }
 }
 

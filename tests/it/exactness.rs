@@ -128,6 +128,30 @@ pub(crate) fn bfs_groups(
     groups
 }
 
+/// (id, group_id, representative_id, group_size, distance) of an output's groups, by id.
+async fn groups_of(output: &std::path::Path) -> Vec<(i64, u64, i64, i64, u8)> {
+    let sql =
+        "SELECT id, group_id, representative_id, group_size, distance FROM groups ORDER BY id";
+    let mut groups = Vec::new();
+    for b in &query(output, sql).await {
+        let id = b.column(0).as_primitive::<Int64Type>();
+        let group = b.column(1).as_primitive::<UInt64Type>();
+        let rep = b.column(2).as_primitive::<Int64Type>();
+        let size = b.column(3).as_primitive::<Int64Type>();
+        let distance = b.column(4).as_primitive::<UInt8Type>();
+        for i in 0..b.num_rows() {
+            groups.push((
+                id.value(i),
+                group.value(i),
+                rep.value(i),
+                size.value(i),
+                distance.value(i),
+            ));
+        }
+    }
+    groups
+}
+
 /// One matching to check: k, strategy, `--plan`, rows per candidate pass (None: default), and
 /// `--pairs`.
 type Case = (
@@ -236,28 +260,7 @@ async fn pairs_and_groups_equal_brute_force_for_every_k_plan_and_strategy() {
             assert_eq!(pairs, expected_pairs, "pairs at k = {k}, {matching}");
         }
 
-        let batches = query(
-            &output,
-            "SELECT id, group_id, representative_id, group_size, distance FROM groups ORDER BY id",
-        )
-        .await;
-        let mut groups = Vec::new();
-        for b in &batches {
-            let id = b.column(0).as_primitive::<Int64Type>();
-            let group = b.column(1).as_primitive::<UInt64Type>();
-            let rep = b.column(2).as_primitive::<Int64Type>();
-            let size = b.column(3).as_primitive::<Int64Type>();
-            let distance = b.column(4).as_primitive::<UInt8Type>();
-            for i in 0..b.num_rows() {
-                groups.push((
-                    id.value(i),
-                    group.value(i),
-                    rep.value(i),
-                    size.value(i),
-                    distance.value(i),
-                ));
-            }
-        }
+        let groups = groups_of(&output).await;
         assert_eq!(groups, expected_groups, "groups at k = {k}, {matching}");
     }
 }
@@ -286,28 +289,7 @@ async fn sql_clustering_groups_equal_brute_force() {
             "--quiet",
         ]);
         assert_eq!(summary(&output)["parameters"]["clustering"], "sql");
-        let batches = query(
-            &output,
-            "SELECT id, group_id, representative_id, group_size, distance FROM groups ORDER BY id",
-        )
-        .await;
-        let mut groups = Vec::new();
-        for b in &batches {
-            let id = b.column(0).as_primitive::<Int64Type>();
-            let group = b.column(1).as_primitive::<UInt64Type>();
-            let rep = b.column(2).as_primitive::<Int64Type>();
-            let size = b.column(3).as_primitive::<Int64Type>();
-            let distance = b.column(4).as_primitive::<UInt8Type>();
-            for i in 0..b.num_rows() {
-                groups.push((
-                    id.value(i),
-                    group.value(i),
-                    rep.value(i),
-                    size.value(i),
-                    distance.value(i),
-                ));
-            }
-        }
+        let groups = groups_of(&output).await;
         let expected = bfs_groups(&rows, &brute_force_pairs(&rows, k));
         assert!(expected.len() > 1000, "k = {k}: the data must have groups");
         assert_eq!(groups, expected, "k = {k}");
