@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::distributed::{self, Cluster, ExecutorOptions};
 use crate::error::Result;
 use crate::job::{self, MatchOptions, RunOptions};
 use crate::pipeline::{Clustering, Matching, PairsListed};
@@ -45,6 +46,57 @@ pub enum Command {
     /// Compare the band plans for k: tables, rows, estimated candidates and time; which `run`
     /// and `match` would choose.
     Plan(PlanArgs),
+    /// Serve as the scheduler of a Ballista cluster that `run --cluster` submits jobs to.
+    Scheduler(SchedulerArgs),
+    /// Serve as an executor of a Ballista cluster: runs the tasks its scheduler hands out.
+    Executor(ExecutorArgs),
+}
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Runs until stopped (Ctrl-C or SIGTERM). Executors and clients connect \
+to it; inputs and outputs must be on storage every executor shares (docs/CLUSTER.md).\n\
+Example:\n  neardup scheduler --bind 0.0.0.0:50050\n  \
+neardup executor --scheduler host:50050\n  \
+neardup run --cluster df://host:50050 --input /shared/crawl --output /shared/out/crawl"
+)]
+pub struct SchedulerArgs {
+    /// Address and port to listen on (port 0: any free port; the one bound is printed).
+    #[arg(long, default_value = "0.0.0.0:50050", value_name = "HOST:PORT")]
+    pub bind: String,
+}
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Runs until stopped (Ctrl-C or SIGTERM). Start one per machine (or \
+several on different ports); each registers with the scheduler and pulls tasks.\n\
+Example:\n  neardup executor --scheduler host:50050 --bind 0.0.0.0:50051 --concurrent-tasks 8"
+)]
+pub struct ExecutorArgs {
+    /// The scheduler's host:port.
+    #[arg(long, default_value = "localhost:50050", value_name = "HOST:PORT")]
+    pub scheduler: String,
+    /// Address and port of this executor's Arrow Flight service, which other executors and
+    /// clients fetch task results from.
+    #[arg(long, default_value = "0.0.0.0:50051", value_name = "HOST:PORT")]
+    pub bind: String,
+    /// Port of this executor's gRPC service.
+    #[arg(long, default_value_t = 50052, value_name = "PORT")]
+    pub grpc_port: u16,
+    /// The host name other machines reach this executor at [default: the address the
+    /// scheduler sees it connect from].
+    #[arg(long, value_name = "HOST")]
+    pub external_host: Option<String>,
+    /// Tasks run at once [default: the number of cores].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub concurrent_tasks: Option<u16>,
+    /// Folder for shuffle files [default: a temporary folder].
+    #[arg(long, value_name = "DIR")]
+    pub work_dir: Option<String>,
+    /// Memory the executor's tasks may hold together, e.g. 8G; beyond it they spill to
+    /// --work-dir [default: Ballista's share of the machine's memory].
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub memory_limit: Option<usize>,
 }
 
 #[derive(Debug, Args)]
@@ -242,9 +294,10 @@ pub struct RunArgs {
     #[arg(long, value_enum, default_value_t = PairsListed::All)]
     pub pairs: PairsListed,
     /// How pairs become groups: union-find in this process, or SQL rounds (large-star /
-    /// small-star) that never collect the pairs, as on a cluster; the same groups.
-    #[arg(long, value_enum, default_value_t = Clustering::UnionFind)]
-    pub clustering: Clustering,
+    /// small-star) that never collect the pairs, as on a cluster; the same groups
+    /// [default: union-find; sql with --cluster].
+    #[arg(long, value_enum)]
+    pub clustering: Option<Clustering>,
     /// Replace --output if it already holds a neardup output.
     #[arg(long)]
     pub overwrite: bool,
@@ -309,6 +362,12 @@ pub struct ConsoleArgs {
     /// RUST_LOG=neardup=debug; RUST_LOG=datafusion=debug adds DataFusion's own log).
     #[arg(long, short)]
     pub verbose: bool,
+    /// Run the stages on an Apache DataFusion Ballista cluster: df://host:port of a running
+    /// `neardup scheduler`, or `standalone` (a scheduler and an executor in this process).
+    /// Inputs and --output must be paths every executor reads and writes at the same place
+    /// (docs/CLUSTER.md).
+    #[arg(long, value_name = "df://HOST:PORT", value_parser = Cluster::parse)]
+    pub cluster: Option<Cluster>,
 }
 
 impl ConsoleArgs {
@@ -317,7 +376,16 @@ impl ConsoleArgs {
             threads: self.threads.map(usize::from),
             quiet: self.quiet,
             memory_limit: self.memory_limit,
+            cluster: self.cluster.clone(),
         }
+    }
+
+    /// `--clustering` as given, or the default for where the job runs.
+    fn clustering(&self, asked: Option<Clustering>) -> Clustering {
+        asked.unwrap_or(match self.cluster {
+            Some(_) => Clustering::Sql,
+            None => Clustering::UnionFind,
+        })
     }
 }
 
@@ -392,9 +460,10 @@ pub struct MatchArgs {
     #[arg(long, value_enum, default_value_t = PairsListed::All)]
     pub pairs: PairsListed,
     /// How pairs become groups: union-find in this process, or SQL rounds (large-star /
-    /// small-star) that never collect the pairs, as on a cluster; the same groups.
-    #[arg(long, value_enum, default_value_t = Clustering::UnionFind)]
-    pub clustering: Clustering,
+    /// small-star) that never collect the pairs, as on a cluster; the same groups
+    /// [default: union-find; sql with --cluster].
+    #[arg(long, value_enum)]
+    pub clustering: Option<Clustering>,
     /// Replace --output if it already holds a neardup output.
     #[arg(long)]
     pub overwrite: bool,
@@ -431,12 +500,13 @@ pub struct QueryArgs {
 
 /// Runs one command; the caller turns an error into a message and an exit code.
 pub async fn execute(cli: Cli) -> Result<()> {
-    let verbose = match &cli.command {
-        Command::Run(args) => args.console.verbose,
-        Command::Match(args) => args.console.verbose,
-        _ => false,
+    let logged = match &cli.command {
+        Command::Run(args) => crate::logging::job_default(args.console.verbose),
+        Command::Match(args) => crate::logging::job_default(args.console.verbose),
+        Command::Scheduler(_) | Command::Executor(_) => crate::logging::SERVER_DEFAULT,
+        _ => crate::logging::job_default(false),
     };
-    crate::logging::init(verbose);
+    crate::logging::init(logged);
     match cli.command {
         Command::Run(args) => {
             let options = RunOptions {
@@ -448,7 +518,7 @@ pub async fn execute(cli: Cli) -> Result<()> {
                 matching: args.matching,
                 plan: args.plan,
                 pairs: args.pairs,
-                clustering: args.clustering,
+                clustering: args.console.clustering(args.clustering),
                 overwrite: args.overwrite,
                 features: with_bits(args.features, args.bits.as_deref())?,
                 index: args.index.options(),
@@ -470,7 +540,7 @@ pub async fn execute(cli: Cli) -> Result<()> {
                 matching: args.matching,
                 plan: args.plan,
                 pairs: args.pairs,
-                clustering: args.clustering,
+                clustering: args.console.clustering(args.clustering),
                 overwrite: args.overwrite,
                 index: args.index.options(),
                 console: args.console.console(),
@@ -537,6 +607,29 @@ pub async fn execute(cli: Cli) -> Result<()> {
                 simhash_column: args.simhash_column,
             };
             print!("{}", job::compare_plans(&options).await?);
+        }
+        Command::Scheduler(args) => distributed::run_scheduler(&args.bind).await?,
+        Command::Executor(args) => {
+            let Some((host, port)) = args.bind.rsplit_once(':') else {
+                return Err(crate::Error::Usage(format!(
+                    "--bind {}: write host:port, e.g. 0.0.0.0:50051",
+                    args.bind
+                )));
+            };
+            let port = port.parse::<u16>().map_err(|_| {
+                crate::Error::Usage(format!("--bind {}: '{port}' is not a port", args.bind))
+            })?;
+            let options = ExecutorOptions {
+                scheduler: args.scheduler,
+                bind_host: host.to_string(),
+                port,
+                grpc_port: args.grpc_port,
+                external_host: args.external_host,
+                concurrent_tasks: args.concurrent_tasks.map(usize::from),
+                work_dir: args.work_dir,
+                memory_limit: args.memory_limit,
+            };
+            distributed::run_executor(&options).await?
         }
         Command::Query(args) => {
             let options = QueryOptions {

@@ -31,7 +31,6 @@ pub async fn sql_components(ctx: &SessionContext, work: &Path) -> Result<usize> 
     pipeline::run_stage(ctx, &pipeline::COMPONENTS_START, &params).await?;
     register_edges(ctx, &folder(0), &format!("edges_{}", 0)).await?;
     for round in 1..=MAX_ROUNDS {
-        let _ = ctx.deregister_table("edges_in");
         register_edges(ctx, &folder(round - 1), "edges_in").await?;
         set_out(&mut params, round);
         let large = work.join(format!("large_{round}"));
@@ -40,25 +39,24 @@ pub async fn sql_components(ctx: &SessionContext, work: &Path) -> Result<usize> 
             quote_literal(&format!("{}/", large.display())),
         );
         pipeline::run_stage(ctx, &pipeline::COMPONENTS_ROUND, &params).await?;
-        let _ = ctx.deregister_table("large_in");
         register_edges(ctx, &large, "large_in").await?;
         pipeline::run_stage(ctx, &pipeline::COMPONENTS_SMALL, &params).await?;
         register_edges(ctx, &folder(round), &format!("edges_{round}")).await?;
-        // Settled when the round gave back the edges it was given.
+        // Settled when the round gave back the edges it was given: no edge whose count differs
+        // between the two (one query, as each is a job on a cluster).
         let (before, after) = (format!("edges_{}", round - 1), format!("edges_{round}"));
         let changed = crate::job::count_query(
             ctx,
             &format!(
-                "SELECT count(*) FROM (SELECT a, b FROM {after} EXCEPT SELECT a, b FROM {before})"
+                "SELECT count(*) FROM (SELECT a, b FROM (\
+                 SELECT a, b, 1 AS before, 0 AS after FROM {before} \
+                 UNION ALL SELECT a, b, 0 AS before, 1 AS after FROM {after}) \
+                 GROUP BY a, b HAVING sum(before) <> sum(after))"
             ),
         )
         .await?;
-        let sizes = (
-            crate::job::count_query(ctx, &format!("SELECT count(*) FROM {before}")).await?,
-            crate::job::count_query(ctx, &format!("SELECT count(*) FROM {after}")).await?,
-        );
-        log::debug!("components: round {round}, {changed} new edges, {sizes:?} edges");
-        if changed == 0 && sizes.0 == sizes.1 {
+        log::debug!("components: round {round}, {changed} edges changed");
+        if changed == 0 {
             pipeline::run_statements(
                 ctx,
                 &format!(
@@ -78,8 +76,10 @@ pub async fn sql_components(ctx: &SessionContext, work: &Path) -> Result<usize> 
     )))
 }
 
+/// Registers (or re-registers) `name` as the edges in `folder`.
 async fn register_edges(ctx: &SessionContext, folder: &Path, name: &str) -> Result<()> {
     let path = format!("{}/", folder.display());
+    let _ = ctx.deregister_table(name);
     ctx.register_parquet(name, &path, ParquetReadOptions::default())
         .await
         .context(|| format!("reading the edges in {path}"))
@@ -91,14 +91,16 @@ mod tests {
 
     use datafusion::arrow::array::{AsArray, RecordBatch, UInt64Array};
     use datafusion::arrow::datatypes::{DataType, Field, Schema, UInt64Type};
-    use datafusion::catalog::MemTable;
+    use datafusion::parquet::arrow::ArrowWriter;
 
     use super::*;
+    use crate::distributed::{Cluster, cluster_context};
     use crate::generate::SplitMix64;
 
-    /// The SQL rounds' labels for `edges`, sorted by node.
-    async fn sql_labels(edges: &[(u64, u64)]) -> (Vec<(u64, u64)>, usize) {
-        let ctx = crate::job::session_context().unwrap();
+    /// The SQL rounds' labels for `edges` in `ctx`, sorted by node. The edges are a Parquet
+    /// file, which a cluster's executors read as a local session does.
+    async fn sql_labels(ctx: &SessionContext, edges: &[(u64, u64)]) -> (Vec<(u64, u64)>, usize) {
+        let work = tempfile::tempdir().unwrap();
         let schema = Arc::new(Schema::new(vec![
             // Declared non-null: the rounds must not depend on how the pairs were declared.
             Field::new("simhash_a", DataType::UInt64, false),
@@ -112,11 +114,21 @@ mod tests {
             ],
         )
         .unwrap();
-        let table = MemTable::try_new(schema, vec![vec![batch]]).unwrap();
-        ctx.register_table("fingerprint_pairs", Arc::new(table))
-            .unwrap();
-        let work = tempfile::tempdir().unwrap();
-        let rounds = sql_components(&ctx, work.path()).await.unwrap();
+        let file = work.path().join("pairs.parquet");
+        let mut writer =
+            ArrowWriter::try_new(std::fs::File::create(&file).unwrap(), schema, None).unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+        let _ = ctx.deregister_table("fingerprint_pairs");
+        ctx.register_parquet(
+            "fingerprint_pairs",
+            file.to_str().unwrap(),
+            ParquetReadOptions::default(),
+        )
+        .await
+        .unwrap();
+        let _ = ctx.deregister_table("fingerprint_components");
+        let rounds = sql_components(ctx, work.path()).await.unwrap();
         let batches = ctx
             .sql("SELECT simhash, component FROM fingerprint_components")
             .await
@@ -145,8 +157,8 @@ mod tests {
         ids
     }
 
-    #[tokio::test]
-    async fn sql_rounds_equal_union_find_on_chains_stars_small_and_giant_components() {
+    /// A chain, a star, many small components, one giant random component and no edges.
+    fn graphs() -> Vec<(&'static str, Vec<(u64, u64)>)> {
         let mut rng = SplitMix64(0xCC);
         let mut graphs: Vec<(&str, Vec<(u64, u64)>)> = Vec::new();
         let ids = shuffled(3000, &mut rng);
@@ -169,11 +181,30 @@ mod tests {
             .collect();
         graphs.push(("giant", giant));
         graphs.push(("empty", Vec::new()));
-        for (name, edges) in graphs {
+        graphs
+    }
+
+    async fn rounds_equal_union_find(ctx: &SessionContext, place: &str) {
+        for (name, edges) in graphs() {
             let expected = crate::cluster::connected_components(edges.iter().copied());
-            let (labels, rounds) = sql_labels(&edges).await;
-            assert_eq!(labels, expected, "{name}");
-            assert!(rounds <= 20, "{name}: {rounds} rounds");
+            let (labels, rounds) = sql_labels(ctx, &edges).await;
+            assert_eq!(labels, expected, "{name} ({place})");
+            assert!(rounds <= 20, "{name} ({place}): {rounds} rounds");
         }
+    }
+
+    #[tokio::test]
+    async fn sql_rounds_equal_union_find_on_chains_stars_small_and_giant_components() {
+        let ctx = crate::job::session_context().unwrap();
+        rounds_equal_union_find(&ctx, "local").await;
+    }
+
+    /// The same rounds as Ballista jobs: planned by the client, decoded by the scheduler and
+    /// run by an executor (in this process), edges shuffled between stages.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sql_rounds_on_a_ballista_cluster_equal_union_find() {
+        let config = datafusion::prelude::SessionConfig::new().with_target_partitions(2);
+        let ctx = cluster_context(&Cluster::Standalone, config).await.unwrap();
+        rounds_equal_union_find(&ctx, "standalone cluster").await;
     }
 }

@@ -15,6 +15,7 @@ use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
 use futures::StreamExt;
 
+use crate::distributed::{self, Cluster};
 use crate::error::{Error, QueryContext, Result};
 use crate::fingerprint::BANDS;
 use crate::index::{BatchMeta, Index, IndexMeta};
@@ -88,8 +89,8 @@ pub struct MatchOptions {
     pub console: Console,
 }
 
-/// How a job uses the machine and the terminal.
-#[derive(Debug, Clone, Copy, Default)]
+/// How a job uses the machine and the terminal, and where it runs.
+#[derive(Debug, Clone, Default)]
 pub struct Console {
     /// Partitions run in parallel (`--threads`); the number of cores when `None`.
     pub threads: Option<usize>,
@@ -98,6 +99,8 @@ pub struct Console {
     /// Bytes DataFusion's operators may hold (`--memory-limit`); sorts, aggregates and joins
     /// spill to the temporary folder beyond it. Unlimited when `None`.
     pub memory_limit: Option<usize>,
+    /// Run the stages on a Ballista cluster (`--cluster`) instead of in this process.
+    pub cluster: Option<Cluster>,
 }
 
 /// Checks k is one the band plans find exactly, and that a plan asked for is exact for it.
@@ -114,8 +117,30 @@ pub fn check_k(k: u32, bits: u32, plan: &str) -> Result<()> {
 }
 
 /// `--clustering sql` runs on 64-bit fingerprints without an index (the index's clustering
-/// reads its groups, which only union-find does).
-fn check_clustering(clustering: Clustering, bits: u32, index: bool) -> Result<()> {
+/// reads its groups, which only union-find does). On a cluster the pairs stay there, so the
+/// clustering is SQL; union-find collects them in this process and runs locally only.
+fn check_clustering(
+    clustering: Clustering,
+    bits: u32,
+    index: bool,
+    console: &Console,
+) -> Result<()> {
+    if let Some(cluster) = &console.cluster {
+        if index || bits != 64 || clustering != Clustering::Sql {
+            return Err(Error::Usage(format!(
+                "--cluster {cluster} runs 64-bit fingerprints with --clustering sql (its \
+                 default), without --index; --bits 128, --index and union-find run locally"
+            )));
+        }
+        if console.memory_limit.is_some() {
+            return Err(Error::Usage(
+                "--memory-limit bounds this process, not the executors of a --cluster; give \
+                 each executor its limit (neardup executor --memory-limit)"
+                    .into(),
+            ));
+        }
+        return Ok(());
+    }
     if clustering == Clustering::Sql && (bits != 64 || index) {
         return Err(Error::Usage(
             "--clustering sql is for 64-bit fingerprints without --index; leave it out (the \
@@ -128,11 +153,20 @@ fn check_clustering(clustering: Clustering, bits: u32, index: bool) -> Result<()
 
 /// The session every stage runs in: all cores, input types kept, zstd Parquet output.
 pub fn session_context() -> Result<SessionContext> {
-    session_context_with(Console::default())
+    session_context_with(&Console::default())
 }
 
-/// The same with the console's partitions (all cores when `None`) and memory limit.
-pub fn session_context_with(console: Console) -> Result<SessionContext> {
+/// The session a job's stages run in: on its cluster, or in this process.
+pub async fn job_context(console: &Console) -> Result<SessionContext> {
+    match &console.cluster {
+        Some(cluster) => distributed::cluster_context(cluster, session_config(console)).await,
+        None => session_context_with(console),
+    }
+}
+
+/// Settings every session of a job has, local or on a cluster: partitions (all cores when
+/// `None`), input types kept, zstd Parquet output.
+fn session_config(console: &Console) -> SessionConfig {
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
     let threads = console.threads.unwrap_or(cores).max(1);
     let mut config = SessionConfig::new().with_target_partitions(threads);
@@ -143,6 +177,13 @@ pub fn session_context_with(console: Console) -> Result<SessionContext> {
     // Keep the input's string types in every output (`dedup` keeps the input columns as they are).
     options.execution.parquet.schema_force_view_types = false;
     options.execution.parquet.compression = Some("zstd(3)".into());
+    config
+}
+
+/// A session in this process with the console's partitions and memory limit.
+pub fn session_context_with(console: &Console) -> Result<SessionContext> {
+    let mut config = session_config(console);
+    let options = config.options_mut();
     let mut ctx = match console.memory_limit {
         None => SessionContext::new_with_config(config),
         Some(limit) => {
@@ -247,7 +288,12 @@ async fn find_unreadable_file(
 pub async fn run(options: &RunOptions) -> Result<Summary> {
     let bits = options.features.bits;
     check_k(options.k, bits, &options.plan)?;
-    check_clustering(options.clustering, bits, options.index.is_some())?;
+    check_clustering(
+        options.clustering,
+        bits,
+        options.index.is_some(),
+        &options.console,
+    )?;
     if bits == 128 && options.matching == Matching::Join {
         return Err(Error::Usage(
             "--matching join is written for 64-bit fingerprints; use --matching scan (the \
@@ -267,7 +313,7 @@ pub async fn run(options: &RunOptions) -> Result<Summary> {
     let settings = IndexMeta::new(bits, options.k, &features, &id_type);
     let batch = IndexedBatch::open(options.index.as_ref(), settings)?;
     let staging = StagingDir::create(&options.output, options.overwrite)?;
-    let ctx = session_context_with(options.console)?;
+    let ctx = job_context(&options.console).await?;
     register_corpus(&ctx, &corpus).await?;
     let mut params = stage_params(staging.path(), &options.id_column, options.k, bits);
     params
@@ -280,7 +326,8 @@ pub async fn run(options: &RunOptions) -> Result<Summary> {
     let stages = async {
         let ids = check_ids(&ctx, &corpus, &options.id_column, batch.as_ref());
         clock.time("check ids", ids).await?;
-        let show = !options.console.quiet;
+        // The count of documents signed lives in the process that signs them.
+        let show = !options.console.quiet && options.console.cluster.is_none();
         let signatures = async {
             let _bar = crate::progress::StageBar::documents(corpus.rows, show);
             pipeline::run_stage(&ctx, &pipeline::SIGNATURES, &params).await
@@ -322,6 +369,7 @@ pub async fn run(options: &RunOptions) -> Result<Summary> {
     );
     parameters.partition_by = options.partition_by.clone();
     parameters.clustering = options.clustering;
+    parameters.cluster = options.console.cluster.as_ref().map(Cluster::to_string);
     let done = Finished {
         command: "run",
         parameters,
@@ -335,7 +383,12 @@ pub async fn run(options: &RunOptions) -> Result<Summary> {
 /// `neardup match`: fingerprints in; pairs, groups and summary out.
 pub async fn match_fingerprints(options: &MatchOptions) -> Result<Summary> {
     check_k(options.k, 64, &options.plan)?;
-    check_clustering(options.clustering, 64, options.index.is_some())?;
+    check_clustering(
+        options.clustering,
+        64,
+        options.index.is_some(),
+        &options.console,
+    )?;
     let mut clock = Stopwatch::new(options.console.quiet);
     let corpus = input::inspect(input::resolve_inputs(&options.signatures)?)?;
     corpus.check_id_column(&options.id_column)?;
@@ -344,7 +397,7 @@ pub async fn match_fingerprints(options: &MatchOptions) -> Result<Summary> {
     let settings = IndexMeta::new(64, options.k, FINGERPRINTS_GIVEN, &id_type);
     let batch = IndexedBatch::open(options.index.as_ref(), settings)?;
     let staging = StagingDir::create(&options.output, options.overwrite)?;
-    let ctx = session_context_with(options.console)?;
+    let ctx = job_context(&options.console).await?;
     register_corpus(&ctx, &corpus).await?;
     let mut params = stage_params(staging.path(), &options.id_column, options.k, 64);
     params.set("simhash", quote_ident(&options.simhash_column));
@@ -374,6 +427,7 @@ pub async fn match_fingerprints(options: &MatchOptions) -> Result<Summary> {
         64,
     );
     parameters.clustering = options.clustering;
+    parameters.cluster = options.console.cluster.as_ref().map(Cluster::to_string);
     let done = Finished {
         command: "match",
         parameters,
@@ -962,6 +1016,7 @@ fn parameters(
         bands: bits / 16,
         features: features.to_string(),
         partition_by: Vec::new(),
+        cluster: None,
     }
 }
 

@@ -65,12 +65,21 @@ fn parse(spec: &str) -> Vec<(String, LevelFilter)> {
     directives
 }
 
-/// Installs the logger once: `RUST_LOG` if set, else `neardup=debug` with `--verbose`, else off.
-pub fn init(verbose: bool) {
+/// What a job logs without `RUST_LOG`: `neardup=debug` with `--verbose`, else nothing.
+pub fn job_default(verbose: bool) -> &'static str {
+    if verbose { "neardup=debug" } else { "" }
+}
+
+/// What the scheduler and executors log without `RUST_LOG`: warnings, and Ballista's
+/// registrations and tasks.
+pub const SERVER_DEFAULT: &str = "warn,ballista=info";
+
+/// Installs the logger once: `RUST_LOG` if set, else `default`.
+pub fn init(default: &str) {
     let spec = std::env::var("RUST_LOG")
         .ok()
         .filter(|s| !s.trim().is_empty())
-        .unwrap_or_else(|| if verbose { "neardup=debug" } else { "" }.to_string());
+        .unwrap_or_else(|| default.to_string());
     let directives = parse(&spec);
     let max = directives
         .iter()

@@ -11,12 +11,17 @@ use crate::error::{Error, Result};
 /// process without unwinding, so `Drop` does not run).
 static LIVE_STAGING: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
-/// Removes every staging folder this process still has; called on Ctrl-C or SIGTERM.
-pub fn remove_live_staging() {
-    if let Ok(folders) = LIVE_STAGING.lock() {
-        for folder in folders.iter() {
-            let _ = std::fs::remove_dir_all(folder);
+/// Removes every staging folder this process still has; called on Ctrl-C or SIGTERM. Says
+/// whether there was any (a scheduler or an executor has none).
+pub fn remove_live_staging() -> bool {
+    match LIVE_STAGING.lock() {
+        Ok(folders) => {
+            for folder in folders.iter() {
+                let _ = std::fs::remove_dir_all(folder);
+            }
+            !folders.is_empty()
         }
+        Err(_) => false,
     }
 }
 

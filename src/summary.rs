@@ -48,6 +48,9 @@ pub struct Parameters {
     /// Columns `dedup` is partitioned by (`--partition-by`), Hive style; empty when not.
     #[serde(default)]
     pub partition_by: Vec<String>,
+    /// The Ballista cluster the job ran on (`--cluster`); absent for a local run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
 }
 
 /// A run against a signature index (docs/INDEX.md).

@@ -129,7 +129,7 @@ pub(crate) fn bfs_groups(
 }
 
 /// (id, group_id, representative_id, group_size, distance) of an output's groups, by id.
-async fn groups_of(output: &std::path::Path) -> Vec<(i64, u64, i64, i64, u8)> {
+pub(crate) async fn groups_of(output: &std::path::Path) -> Vec<(i64, u64, i64, i64, u8)> {
     let sql =
         "SELECT id, group_id, representative_id, group_size, distance FROM groups ORDER BY id";
     let mut groups = Vec::new();

@@ -1,5 +1,6 @@
 //! Integration tests, one binary (each test binary links DataFusion, so there is only one).
 
+mod cluster;
 mod common;
 mod end_to_end;
 mod errors;

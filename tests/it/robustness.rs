@@ -464,4 +464,17 @@ fn usage_errors_exit_with_2() {
     );
     assert!(message.contains("--clustering sql"), "{message}");
     assert!(!index.exists());
+    // A cluster runs the SQL clustering, without an index or a local memory limit; an address
+    // must say where the scheduler is.
+    for extra in [
+        &["--cluster", "standalone", "--clustering", "union-find"][..],
+        &["--cluster", "standalone", "--index", path_str(&index)],
+        &["--cluster", "standalone", "--memory-limit", "1G"],
+        &["--cluster", "standalone", "--bits", "128"],
+        &["--cluster", "localhost:50050"],
+    ] {
+        let message = failing_sample_run(dir.path(), extra, 2);
+        assert!(message.contains("--cluster"), "{extra:?}: {message}");
+    }
+    assert!(!index.exists());
 }
