@@ -75,7 +75,7 @@ class Cluster:
             os.makedirs(work, exist_ok=True)
             self.executors.append(self._start(
                 ["executor", "--scheduler", self.address,
-                 "--bind", f"127.0.0.1:{free_port()}", "--grpc-port", str(free_port()),
+                 "--bind", f"127.0.0.1:{free_port()}",
                  "--concurrent-tasks", str(tasks), "--work-dir", work],
                 self._log(f"executor{n}")))
         time.sleep(2)  # registration; jobs wait for executors anyway

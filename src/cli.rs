@@ -55,7 +55,8 @@ pub enum Command {
 #[derive(Debug, Args)]
 #[command(
     after_help = "Runs until stopped (Ctrl-C or SIGTERM). Executors and clients connect \
-to it; inputs and outputs must be on storage every executor shares (docs/CLUSTER.md).\n\
+to it. It reads the inputs' Parquet metadata when planning, so inputs and outputs must be on \
+storage the scheduler, every executor and the client mount at the same path (docs/CLUSTER.md).\n\
 Example:\n  neardup scheduler --bind 0.0.0.0:50050\n  \
 neardup executor --scheduler host:50050\n  \
 neardup run --cluster df://host:50050 --input /shared/crawl --output /shared/out/crawl"
@@ -69,20 +70,19 @@ pub struct SchedulerArgs {
 #[derive(Debug, Args)]
 #[command(
     after_help = "Runs until stopped (Ctrl-C or SIGTERM). Start one per machine (or \
-several on different ports); each registers with the scheduler and pulls tasks.\n\
+several on different ports); each registers with the scheduler and asks it for tasks. Name the \
+scheduler as other machines reach it (not localhost): an executor is registered at the address \
+the scheduler sees it connect from, unless --external-host says otherwise.\n\
 Example:\n  neardup executor --scheduler host:50050 --bind 0.0.0.0:50051 --concurrent-tasks 8"
 )]
 pub struct ExecutorArgs {
     /// The scheduler's host:port.
     #[arg(long, default_value = "localhost:50050", value_name = "HOST:PORT")]
     pub scheduler: String,
-    /// Address and port of this executor's Arrow Flight service, which other executors and
+    /// IP address and port of this executor's Arrow Flight service, which other executors and
     /// clients fetch task results from.
-    #[arg(long, default_value = "0.0.0.0:50051", value_name = "HOST:PORT")]
-    pub bind: String,
-    /// Port of this executor's gRPC service.
-    #[arg(long, default_value_t = 50052, value_name = "PORT")]
-    pub grpc_port: u16,
+    #[arg(long, default_value = "0.0.0.0:50051", value_name = "IP:PORT")]
+    pub bind: std::net::SocketAddr,
     /// The host name other machines reach this executor at [default: the address the
     /// scheduler sees it connect from].
     #[arg(long, value_name = "HOST")]
@@ -348,7 +348,8 @@ impl IndexArgs {
 /// How a job uses the machine and the terminal.
 #[derive(Debug, Args)]
 pub struct ConsoleArgs {
-    /// Partitions run in parallel [default: the number of cores].
+    /// Partitions run in parallel [default: the number of cores]. With --cluster: tasks per
+    /// stage, best the cluster's task slots in all (its executors' --concurrent-tasks summed).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     pub threads: Option<u16>,
     /// Print nothing but errors (no stage times, no progress bars, no summary).
@@ -610,20 +611,9 @@ pub async fn execute(cli: Cli) -> Result<()> {
         }
         Command::Scheduler(args) => distributed::run_scheduler(&args.bind).await?,
         Command::Executor(args) => {
-            let Some((host, port)) = args.bind.rsplit_once(':') else {
-                return Err(crate::Error::Usage(format!(
-                    "--bind {}: write host:port, e.g. 0.0.0.0:50051",
-                    args.bind
-                )));
-            };
-            let port = port.parse::<u16>().map_err(|_| {
-                crate::Error::Usage(format!("--bind {}: '{port}' is not a port", args.bind))
-            })?;
             let options = ExecutorOptions {
                 scheduler: args.scheduler,
-                bind_host: host.to_string(),
-                port,
-                grpc_port: args.grpc_port,
+                bind: args.bind,
                 external_host: args.external_host,
                 concurrent_tasks: args.concurrent_tasks.map(usize::from),
                 work_dir: args.work_dir,

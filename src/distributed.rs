@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ballista::prelude::{SessionConfigExt, SessionContextExt};
-use ballista_core::config::BALLISTA_ADAPTIVE_PLANNER_ENABLED;
+use ballista_core::config::{BALLISTA_ADAPTIVE_PLANNER_ENABLED, TaskSchedulingPolicy};
 use ballista_core::registry::BallistaFunctionRegistry;
 use ballista_executor::executor_process::{ExecutorProcessConfig, start_executor_process};
 use ballista_scheduler::cluster::BallistaCluster;
@@ -135,19 +135,25 @@ async fn check_reachable(host: &str, port: u16) -> Result<()> {
     }
 }
 
+/// How tasks reach executors: they ask the scheduler for work (Ballista's default is that the
+/// scheduler pushes tasks, dialling each executor and being dialled back at the name it
+/// advertises, which breaks across machines unless both names are set right). Both roles must
+/// agree, and both are neardup's.
+const SCHEDULING: TaskSchedulingPolicy = TaskSchedulingPolicy::PullStaged;
+
 /// `neardup scheduler`: accepts jobs from clients and hands their tasks to executors; runs
 /// until the process is stopped. Binding port 0 picks a free port; the line on standard error
 /// names the port bound either way.
 pub async fn run_scheduler(bind: &str) -> Result<()> {
+    let cannot_listen = |e: std::io::Error| Error::Input(format!("cannot listen on {bind}: {e}"));
     let listener = tokio::net::TcpListener::bind(bind)
         .await
-        .map_err(|e| Error::Usage(format!("--bind {bind}: {e}")))?;
-    let address = listener
-        .local_addr()
-        .map_err(|e| Error::Usage(format!("--bind {bind}: {e}")))?;
+        .map_err(cannot_listen)?;
+    let address = listener.local_addr().map_err(cannot_listen)?;
     let config = SchedulerConfig {
         bind_host: address.ip().to_string(),
         bind_port: address.port(),
+        scheduling_policy: SCHEDULING,
         override_session_builder: Some(Arc::new(|config| {
             let mut state = ballista_core::utils::default_session_builder(config)?;
             udf::register_all(&mut state as &mut dyn FunctionRegistry)?;
@@ -156,7 +162,7 @@ pub async fn run_scheduler(bind: &str) -> Result<()> {
         ..SchedulerConfig::default()
     };
     let failed = |e: ballista_core::error::BallistaError| {
-        Error::Internal(format!("the Ballista scheduler stopped: {e}"))
+        Error::Input(format!("the Ballista scheduler failed: {e}"))
     };
     let cluster = BallistaCluster::new_from_config(&config)
         .await
@@ -174,13 +180,10 @@ pub async fn run_scheduler(bind: &str) -> Result<()> {
 /// What `neardup executor` is told.
 #[derive(Debug, Clone)]
 pub struct ExecutorOptions {
-    /// The scheduler's `host:port`.
+    /// The scheduler's `host:port` (`df://` in front is accepted, as `--cluster` writes it).
     pub scheduler: String,
-    /// Host and port of the executor's Arrow Flight service (shuffle data and results).
-    pub bind_host: String,
-    pub port: u16,
-    /// Port of the executor's gRPC service.
-    pub grpc_port: u16,
+    /// Address of the executor's Arrow Flight service (shuffle data and results).
+    pub bind: std::net::SocketAddr,
     /// The host other machines reach this executor at, when not `bind_host`.
     pub external_host: Option<String>,
     /// Tasks run at once; the number of cores when `None`.
@@ -194,7 +197,9 @@ pub struct ExecutorOptions {
 /// `neardup executor`: registers with the scheduler and runs the tasks it is given until the
 /// process is stopped.
 pub async fn run_executor(options: &ExecutorOptions) -> Result<()> {
-    let (scheduler_host, scheduler_port) = match options.scheduler.rsplit_once(':') {
+    let scheduler = options.scheduler.trim();
+    let scheduler = scheduler.strip_prefix("df://").unwrap_or(scheduler);
+    let (scheduler_host, scheduler_port) = match scheduler.rsplit_once(':') {
         Some((host, port)) => match port.parse::<u16>() {
             Ok(port) if !host.is_empty() => (host.to_string(), port),
             _ => {
@@ -204,14 +209,14 @@ pub async fn run_executor(options: &ExecutorOptions) -> Result<()> {
                 )));
             }
         },
-        None => (options.scheduler.clone(), DEFAULT_SCHEDULER_PORT),
+        None => (scheduler.to_string(), DEFAULT_SCHEDULER_PORT),
     };
     let defaults = ExecutorProcessConfig::default();
     let config = ExecutorProcessConfig {
-        bind_host: options.bind_host.clone(),
+        bind_host: options.bind.ip().to_string(),
         external_host: options.external_host.clone(),
-        port: options.port,
-        grpc_port: options.grpc_port,
+        port: options.bind.port(),
+        task_scheduling_policy: SCHEDULING,
         scheduler_host,
         scheduler_port,
         vcores: options.concurrent_tasks.unwrap_or(defaults.vcores),
@@ -221,12 +226,12 @@ pub async fn run_executor(options: &ExecutorOptions) -> Result<()> {
         ..defaults
     };
     eprintln!(
-        "neardup: executor on {}:{} working for the scheduler at {}",
-        options.bind_host, options.port, options.scheduler
+        "neardup: executor on {} working for the scheduler at {}",
+        options.bind, options.scheduler
     );
     start_executor_process(Arc::new(config))
         .await
-        .map_err(|e| Error::Internal(format!("the Ballista executor stopped: {e}")))
+        .map_err(|e| Error::Input(format!("the Ballista executor failed: {e}")))
 }
 
 /// DataFusion's functions, Ballista's and neardup's, for decoding tasks by function name.
@@ -273,13 +278,23 @@ mod tests {
     }
 
     #[test]
-    fn executors_know_neardups_functions() {
+    fn executors_know_neardups_functions_and_datafusions() {
         let registry = function_registry();
-        for function in udf::functions() {
-            assert!(registry.scalar_functions.contains_key(function.name()));
+        for name in [
+            "simhash",
+            "simhash_details",
+            "clean_text",
+            "hamming",
+            "bucket",
+            "band_key",
+            "shared_band",
+            "lower",
+            "abs",
+        ] {
+            assert!(registry.scalar_functions.contains_key(name), "{name}");
         }
-        assert!(registry.aggregate_functions.contains_key("band_pairs"));
-        // DataFusion's own functions stay.
-        assert!(registry.scalar_functions.contains_key("lower"));
+        for name in ["band_pairs", "min", "count"] {
+            assert!(registry.aggregate_functions.contains_key(name), "{name}");
+        }
     }
 }

@@ -247,8 +247,15 @@ fn pause_for_tests(stage: &str) {
 
 /// A stage failed inside DataFusion: if an input file is corrupt, say which one (DataFusion's
 /// message does not say which file of many it was reading).
-async fn name_corrupt_input(ctx: &SessionContext, error: Error, corpus: &Corpus) -> Error {
-    if !matches!(error, Error::Query { .. }) {
+async fn name_corrupt_input(
+    ctx: &SessionContext,
+    error: Error,
+    corpus: &Corpus,
+    console: &Console,
+) -> Error {
+    // On a cluster the failure is as likely the cluster's, and reading every file again there
+    // would stream the corpus through this process: report the error as it came.
+    if !matches!(error, Error::Query { .. }) || console.cluster.is_some() {
         return error;
     }
     match find_unreadable_file(ctx, &corpus.files).await {
@@ -345,7 +352,7 @@ pub async fn run(options: &RunOptions) -> Result<Summary> {
     };
     let plan = match stages.await {
         Ok(plan) => plan,
-        Err(e) => return Err(name_corrupt_input(&ctx, e, &corpus).await),
+        Err(e) => return Err(name_corrupt_input(&ctx, e, &corpus, &options.console).await),
     };
 
     let fresh = batch.as_ref().map(|b| b.number);
@@ -413,7 +420,7 @@ pub async fn match_fingerprints(options: &MatchOptions) -> Result<Summary> {
     };
     let plan = match stages.await {
         Ok(plan) => plan,
-        Err(e) => return Err(name_corrupt_input(&ctx, e, &corpus).await),
+        Err(e) => return Err(name_corrupt_input(&ctx, e, &corpus, &options.console).await),
     };
     let fresh = batch.as_ref().map(|b| b.number);
     let counts = count(&ctx, false, 0, fresh).await?;

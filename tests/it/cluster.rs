@@ -134,18 +134,22 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// The port the scheduler printed it listens on (it was started on port 0).
-fn scheduler_port(scheduler: &Server) -> u16 {
+/// The first line of a server's log that contains `text`, waiting up to a minute for it.
+fn wait_for(server: &Server, text: &str) -> String {
     let started = Instant::now();
     while started.elapsed() < Duration::from_secs(60) {
-        let log = scheduler.log();
-        if let Some(line) = log.lines().find(|l| l.contains("scheduler listening on")) {
-            let port = line.rsplit(':').next().unwrap().trim();
-            return port.parse().unwrap();
+        if let Some(line) = server.log().lines().find(|l| l.contains(text)) {
+            return line.to_string();
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    panic!("the scheduler did not start:\n{}", scheduler.log());
+    panic!("no '{text}' in the log:\n{}", server.log());
+}
+
+/// The port the scheduler printed it listens on (it was started on port 0).
+fn scheduler_port(scheduler: &Server) -> u16 {
+    let line = wait_for(scheduler, "scheduler listening on");
+    line.rsplit(':').next().unwrap().trim().parse().unwrap()
 }
 
 #[tokio::test]
@@ -161,9 +165,7 @@ async fn a_scheduler_and_two_executor_processes_give_the_outputs_of_a_local_run(
     for n in 0..2 {
         let work = dir.path().join(format!("executor{n}"));
         std::fs::create_dir(&work).unwrap();
-        let (flight, grpc) = (free_port(), free_port());
-        let bind = format!("127.0.0.1:{flight}");
-        let grpc = grpc.to_string();
+        let bind = format!("127.0.0.1:{}", free_port());
         executors.push(Server::start(
             &[
                 "executor",
@@ -171,8 +173,6 @@ async fn a_scheduler_and_two_executor_processes_give_the_outputs_of_a_local_run(
                 &scheduler_address,
                 "--bind",
                 &bind,
-                "--grpc-port",
-                &grpc,
                 "--concurrent-tasks",
                 "1",
                 "--work-dir",
@@ -180,6 +180,10 @@ async fn a_scheduler_and_two_executor_processes_give_the_outputs_of_a_local_run(
             ],
             dir.path().join(format!("executor{n}.log")),
         ));
+    }
+
+    for executor in &executors {
+        wait_for(executor, "Starting poll work loop with scheduler");
     }
 
     let (local, clustered) = (dir.path().join("local"), dir.path().join("clustered"));
