@@ -197,19 +197,21 @@ pub struct ExecutorOptions {
 /// `neardup executor`: registers with the scheduler and runs the tasks it is given until the
 /// process is stopped.
 pub async fn run_executor(options: &ExecutorOptions) -> Result<()> {
+    // The same `host[:port]` reading as `--cluster`, which writes it behind `df://`.
     let scheduler = options.scheduler.trim();
-    let scheduler = scheduler.strip_prefix("df://").unwrap_or(scheduler);
-    let (scheduler_host, scheduler_port) = match scheduler.rsplit_once(':') {
-        Some((host, port)) => match port.parse::<u16>() {
-            Ok(port) if !host.is_empty() => (host.to_string(), port),
-            _ => {
-                return Err(Error::Usage(format!(
-                    "--scheduler {}: write host:port, e.g. localhost:{DEFAULT_SCHEDULER_PORT}",
-                    options.scheduler
-                )));
-            }
-        },
-        None => (scheduler.to_string(), DEFAULT_SCHEDULER_PORT),
+    let address = format!(
+        "df://{}",
+        scheduler.strip_prefix("df://").unwrap_or(scheduler)
+    );
+    let Ok(Cluster::Remote {
+        host: scheduler_host,
+        port: scheduler_port,
+    }) = Cluster::parse(&address)
+    else {
+        return Err(Error::Usage(format!(
+            "--scheduler {}: write host:port, e.g. localhost:{DEFAULT_SCHEDULER_PORT}",
+            options.scheduler
+        )));
     };
     let defaults = ExecutorProcessConfig::default();
     let config = ExecutorProcessConfig {
