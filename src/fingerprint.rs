@@ -177,6 +177,89 @@ impl SimHasher {
     }
 }
 
+/// The same vote as `SimHasher` for whole-number weights (the counts of the n-gram and word
+/// modes), 64 bits, without floating point: a bit's vote is `2 * C - W`, where `C` is the weight
+/// of the features that set it and `W` the total, so the bit is set when `2 * C > W`, exactly
+/// when `SimHasher`'s sum is positive (its sums of whole numbers are exact below 2^53).
+///
+/// `C` is counted eight bits at a time: lane `j` holds bit `j` of each of the hash's eight
+/// bytes in its own byte (`(hash >> j) & 0x0101..01`), so a weight-`w` feature is eight
+/// shift-mask-multiply-adds. A byte lane holds up to 255, so the lanes are emptied into the
+/// totals before they could overflow; a weight above 255 is added bit by bit.
+#[derive(Debug, Clone)]
+pub struct CountingSimHasher {
+    lanes: [u64; 8],
+    /// Weight added to the lanes since they were last emptied.
+    in_lanes: u64,
+    counts: [u64; 64],
+    total: u64,
+    features: usize,
+}
+
+impl Default for CountingSimHasher {
+    fn default() -> Self {
+        Self {
+            lanes: [0; 8],
+            in_lanes: 0,
+            counts: [0; 64],
+            total: 0,
+            features: 0,
+        }
+    }
+}
+
+const LOW_BIT_OF_EACH_BYTE: u64 = 0x0101_0101_0101_0101;
+
+impl CountingSimHasher {
+    pub fn reset(&mut self) {
+        *self = Self::default();
+    }
+
+    /// Adds one feature, given by its 64-bit hash, with a whole-number weight.
+    pub fn add(&mut self, hash: u64, weight: u64) {
+        self.features += 1;
+        self.total += weight;
+        if weight > 255 {
+            for (bit, count) in self.counts.iter_mut().enumerate() {
+                *count += weight * ((hash >> bit) & 1);
+            }
+            return;
+        }
+        if self.in_lanes + weight > 255 {
+            self.empty_lanes();
+        }
+        for (j, lane) in self.lanes.iter_mut().enumerate() {
+            *lane += ((hash >> j) & LOW_BIT_OF_EACH_BYTE) * weight;
+        }
+        self.in_lanes += weight;
+    }
+
+    fn empty_lanes(&mut self) {
+        for (j, lane) in self.lanes.iter_mut().enumerate() {
+            for byte in 0..8 {
+                self.counts[8 * byte + j] += (*lane >> (8 * byte)) & 0xff;
+            }
+            *lane = 0;
+        }
+        self.in_lanes = 0;
+    }
+
+    /// The fingerprint, or `None` when no feature was added.
+    pub fn finish(&mut self) -> Option<u64> {
+        if self.features == 0 {
+            return None;
+        }
+        self.empty_lanes();
+        let mut fingerprint = 0u64;
+        for (bit, count) in self.counts.iter().enumerate() {
+            if 2 * count > self.total {
+                fingerprint |= 1 << bit;
+            }
+        }
+        Some(fingerprint)
+    }
+}
+
 /// Number of bits in which two fingerprints differ.
 pub fn hamming(a: u64, b: u64) -> u32 {
     (a ^ b).count_ones()
@@ -249,6 +332,40 @@ mod tests {
         h.reset();
         assert_eq!(h.finish(), None);
         assert_eq!(h.feature_count(), 0);
+    }
+
+    #[test]
+    fn counting_hasher_equals_the_float_vote() {
+        // Oracle: SimHasher's floating-point vote, on random hashes and weights that reach
+        // the lane limits (255 in a lane, weights above 255) and ties (equal opposite weights).
+        let mut random = crate::generate::SplitMix64(42);
+        for case in 0..2000 {
+            let mut float = SimHasher::default();
+            let mut counting = CountingSimHasher::default();
+            let features = random.below(200);
+            for _ in 0..features {
+                let hash = random.next_u64();
+                let weight = match random.below(10) {
+                    0 => 200 + random.below(400) as u64,
+                    1 => 255,
+                    _ => 1 + random.below(5) as u64,
+                };
+                float.add(hash, weight as f64);
+                counting.add(hash, weight);
+                if case % 7 == 0 {
+                    // An exact tie on every bit: the vote is 0, not positive.
+                    float.add(!hash, weight as f64);
+                    counting.add(!hash, weight);
+                }
+            }
+            assert_eq!(counting.finish(), float.finish(), "case {case}");
+        }
+        let mut tie = CountingSimHasher::default();
+        tie.add(u64::MAX, 3);
+        tie.add(0, 3);
+        assert_eq!(tie.finish(), Some(0), "a tie leaves the bit clear");
+        tie.reset();
+        assert_eq!(tie.finish(), None);
     }
 
     #[test]

@@ -4,28 +4,22 @@
 
 use super::is_han;
 
-/// Calls `f` with each run of `n` consecutive letters, digits or Han characters of `text`.
-/// A text of fewer than `n` such characters is one n-gram.
-pub fn for_each_ngram(text: &str, n: usize, buffer: &mut String, f: impl FnMut(&str)) {
-    buffer.clear();
-    buffer.extend(text.chars().filter(|c| c.is_alphanumeric()));
-    ngrams_of(buffer, n, f);
+/// Calls `f` with each run of `n` consecutive characters of `letters` (a text's letters, digits
+/// and Han characters, see `clean::alphanumerics`). Fewer than `n` characters are one n-gram.
+pub fn for_each_ngram(letters: &str, n: usize, f: impl FnMut(&str)) {
+    ngrams_of(letters, n, f);
 }
 
-/// Script-aware n-grams (`mode=auto`): the letters and digits of `text` cut into runs of Han
-/// and of other characters; Han runs give `n_han`-grams, the others `n_other`-grams, and no
-/// n-gram straddles the two, so English terms inside Chinese prose (and the reverse) give the
-/// same features they would alone.
-pub fn for_each_script_ngram(
-    text: &str,
-    n_han: usize,
-    n_other: usize,
-    buffer: &mut String,
-    mut f: impl FnMut(&str),
-) {
-    buffer.clear();
-    buffer.extend(text.chars().filter(|c| c.is_alphanumeric()));
-    let mut rest = buffer.as_str();
+/// Script-aware n-grams (`mode=auto`): `letters` cut into runs of Han and of other characters;
+/// Han runs give `n_han`-grams, the others `n_other`-grams, and no n-gram straddles the two,
+/// so English terms inside Chinese prose (and the reverse) give the same features they would
+/// alone.
+pub fn for_each_script_ngram(letters: &str, n_han: usize, n_other: usize, mut f: impl FnMut(&str)) {
+    if letters.is_ascii() {
+        ngrams_of(letters, n_other, f);
+        return;
+    }
+    let mut rest = letters;
     while let Some(first) = rest.chars().next() {
         let han = is_han(first);
         let end = rest
@@ -38,12 +32,23 @@ pub fn for_each_script_ngram(
 }
 
 /// Every n-gram of `text` (the whole text when it is shorter), walking two character cursors
-/// n apart: no allocation per document or per script run.
+/// n apart: no allocation per document or per script run. ASCII text is cut by byte offsets.
 fn ngrams_of(text: &str, n: usize, mut f: impl FnMut(&str)) {
     if text.is_empty() {
         return;
     }
-    if text.chars().nth(n.max(1) - 1).is_none() {
+    let n = n.max(1);
+    if text.is_ascii() {
+        if text.len() <= n {
+            f(text);
+        } else {
+            for start in 0..=text.len() - n {
+                f(&text[start..start + n]);
+            }
+        }
+        return;
+    }
+    if text.chars().nth(n - 1).is_none() {
         f(text);
         return;
     }
@@ -62,15 +67,19 @@ fn ngrams_of(text: &str, n: usize, mut f: impl FnMut(&str)) {
 mod tests {
     use super::*;
 
+    fn letters(text: &str) -> String {
+        text.chars().filter(|c| c.is_alphanumeric()).collect()
+    }
+
     fn grams(text: &str, n: usize) -> Vec<String> {
         let mut out = Vec::new();
-        for_each_ngram(text, n, &mut String::new(), |g| out.push(g.to_string()));
+        for_each_ngram(&letters(text), n, |g| out.push(g.to_string()));
         out
     }
 
     fn script_grams(text: &str) -> Vec<String> {
         let mut out = Vec::new();
-        for_each_script_ngram(text, 2, 3, &mut String::new(), |g| out.push(g.to_string()));
+        for_each_script_ngram(&letters(text), 2, 3, |g| out.push(g.to_string()));
         out
     }
 
@@ -81,6 +90,10 @@ mod tests {
         assert_eq!(grams("ab", 3), ["ab"]);
         assert!(grams("。！ ", 2).is_empty());
         assert_eq!(grams("x1", 1), ["x", "1"]);
+        assert_eq!(grams("abcd", 3), ["abc", "bcd"], "ASCII by byte offsets");
+        assert_eq!(grams("abc", 3), ["abc"]);
+        assert_eq!(grams("aé", 3), ["aé"]);
+        assert_eq!(grams("aébc", 3), ["aéb", "ébc"]);
     }
 
     #[test]

@@ -84,30 +84,112 @@ pub fn prepare(cleaning: &Cleaning) -> Result<(), OptionError> {
 
 /// The cleaned text.
 pub fn clean<'a>(text: &'a str, cleaning: &Cleaning) -> Cow<'a, str> {
+    finish(normalize(text, cleaning), cleaning)
+}
+
+/// The letters and digits of the cleaned text, in order, into `out`: exactly
+/// `clean(text).chars().filter(char::is_alphanumeric)`, which is all the n-gram modes read, in
+/// one pass and without the copies the case and spacing steps make. Spacing only moves spaces,
+/// which are dropped here anyway, and lower-casing is per character except for a capital sigma
+/// (final or not depends on the next letter), which takes the general path.
+pub fn alphanumerics(text: &str, cleaning: &Cleaning, out: &mut String) {
+    out.clear();
+    let text = normalize(text, cleaning);
+    if cleaning.cjk_only || (cleaning.case && text.contains('Σ')) {
+        out.extend(
+            finish(text, cleaning)
+                .chars()
+                .filter(|c| c.is_alphanumeric()),
+        );
+        return;
+    }
+    if text.is_ascii() {
+        let letters = text.bytes().filter(u8::is_ascii_alphanumeric);
+        if cleaning.case {
+            out.extend(letters.map(|b| char::from(b.to_ascii_lowercase())));
+        } else {
+            out.extend(letters.map(char::from));
+        }
+        return;
+    }
+    // The case step lower-cases only a text with an upper-case letter: a title-case letter
+    // alone (ǅ) stays as it is.
+    let lower = cleaning.case && text.chars().any(char::is_uppercase);
+    for c in text.chars() {
+        // ASCII and the CJK Unified Ideographs (all letters, no case) without table lookups.
+        if c.is_ascii() {
+            if c.is_ascii_alphanumeric() {
+                out.push(if lower { c.to_ascii_lowercase() } else { c });
+            }
+        } else if is_common_han(c) {
+            out.push(c);
+        } else if lower {
+            out.extend(c.to_lowercase().filter(|l| l.is_alphanumeric()));
+        } else if c.is_alphanumeric() {
+            out.push(c);
+        }
+    }
+}
+
+/// The CJK Unified Ideographs block, every code point of which is an assigned letter without
+/// case (checked by a test against the standard library's tables).
+fn is_common_han(c: char) -> bool {
+    ('\u{4E00}'..='\u{9FFF}').contains(&c)
+}
+
+/// The steps that change which characters a text is written with: markup, NFKC, width and
+/// script. ASCII text (after the markup) has nothing for the last three to do.
+fn normalize<'a>(text: &'a str, cleaning: &Cleaning) -> Cow<'a, str> {
     let mut text = Cow::Borrowed(text);
     if cleaning.html {
         text = replace(text, strip_markup);
     }
-    if cleaning.nfkc && is_nfkc_quick(text.chars()) != IsNormalized::Yes {
-        text = Cow::Owned(text.nfkc().collect());
+    if text.is_ascii() {
+        return text;
     }
-    if cleaning.width && text.chars().any(is_wide) {
-        text = Cow::Owned(text.chars().map(narrow).collect());
+    if cleaning.nfkc && !is_nfkc(&text) {
+        // Full-width forms and the ideographic space decompose to one ASCII character each, so
+        // narrowing them first leaves the NFKC form as it was, and most Chinese text (its
+        // full-width commas and colons are why it is not NFKC) is then NFKC already: no
+        // decomposition and recomposition of every character.
+        let narrowed = narrow_all(text);
+        text = if is_nfkc(&narrowed) {
+            narrowed
+        } else {
+            Cow::Owned(narrowed.nfkc().collect())
+        };
     }
-    let converter = match cleaning.t2s {
-        T2s::Off => None,
-        T2s::Characters => text
-            .chars()
-            .any(|c| c >= '\u{3400}' && (is_traditional(c) || (c > '\u{FFFF}' && is_han(c))))
-            .then_some(&*T2S),
-        T2s::Taiwan => text.chars().any(is_han).then_some(&*TW2SP),
-    };
-    if let Some(Ok(converter)) = converter {
-        let converted = converter.convert(&text);
-        if converted != text {
-            text = Cow::Owned(converted);
+    // Han characters, full-width forms and the ideographic space are all at U+3000 or above,
+    // whose UTF-8 starts with a byte of 0xE3 or more: without one (most Latin text with a few
+    // curly quotes or accents), width and script have nothing to do. Checked after NFKC,
+    // which can make Han characters (⼀, a Kangxi radical, becomes 一).
+    if !text.bytes().any(|b| b >= 0xE3) {
+        return text;
+    }
+    if cleaning.width {
+        text = narrow_all(text);
+    }
+    match cleaning.t2s {
+        T2s::Off => {}
+        T2s::Characters => {
+            if let Ok(converter) = &*T2S {
+                text = replace(text, |t| simplify_han_runs(t, converter));
+            }
+        }
+        T2s::Taiwan => {
+            if let (true, Ok(converter)) = (text.chars().any(is_han), &*TW2SP) {
+                let converted = converter.convert(&text);
+                if converted != text {
+                    text = Cow::Owned(converted);
+                }
+            }
         }
     }
+    text
+}
+
+/// The steps that follow the script: case, Han only, spacing.
+fn finish<'a>(mut text: Cow<'a, str>, cleaning: &Cleaning) -> Cow<'a, str> {
     if cleaning.case && text.chars().any(char::is_uppercase) {
         text = Cow::Owned(text.to_lowercase());
     }
@@ -118,6 +200,59 @@ pub fn clean<'a>(text: &'a str, cleaning: &Cleaning) -> Cow<'a, str> {
         text = Cow::Owned(text.split_whitespace().collect::<Vec<_>>().join(" "));
     }
     text
+}
+
+/// NFKC's quick check, skipping ASCII and the CJK Unified Ideographs (starters with no
+/// decomposition, the bulk of the text): skipping starters can only turn a Yes into a No
+/// (two marks that a letter kept apart become neighbours), never the reverse, and a No only
+/// costs the full normalisation, which is always right.
+fn is_nfkc(text: &str) -> bool {
+    let rest = text.chars().filter(|&c| !c.is_ascii() && !is_common_han(c));
+    is_nfkc_quick(rest) == IsNormalized::Yes
+}
+
+fn narrow_all(text: Cow<'_, str>) -> Cow<'_, str> {
+    if text.chars().any(is_wide) {
+        Cow::Owned(text.chars().map(narrow).collect())
+    } else {
+        text
+    }
+}
+
+/// Traditional-to-Simplified conversion, one run of Han characters at a time, and only the
+/// runs with a character that could change. The same text as converting the whole: every key
+/// of the T2S dictionaries (TSPhrases, TSCharacters) is Han characters only, so no match starts
+/// outside a run or crosses its end; and every phrase that changes holds a character that
+/// changes alone or is one of `TRADITIONAL`'s listed exceptions. Spares the dictionary lookup
+/// at each Latin letter, digit and punctuation mark of a Chinese page.
+fn simplify_han_runs<'a>(text: &'a str, converter: &OpenCC) -> Cow<'a, str> {
+    let could_change = |c: char| is_traditional(c) || (c > '\u{FFFF}' && is_han(c));
+    let mut out = String::new();
+    let mut copied = 0;
+    // (start, whether it holds a character that could change) of the current Han run.
+    let mut run: Option<(usize, bool)> = None;
+    let end = std::iter::once((text.len(), ' '));
+    for (at, c) in text.char_indices().chain(end) {
+        if is_han(c) {
+            let start = run.map_or(at, |(start, _)| start);
+            run = Some((start, run.is_some_and(|(_, any)| any) || could_change(c)));
+            continue;
+        }
+        if let Some((start, true)) = run {
+            let converted = converter.convert(&text[start..at]);
+            if converted != text[start..at] {
+                out.push_str(&text[copied..start]);
+                out.push_str(&converted);
+                copied = at;
+            }
+        }
+        run = None;
+    }
+    if copied == 0 {
+        return Cow::Borrowed(text);
+    }
+    out.push_str(&text[copied..]);
+    Cow::Owned(out)
 }
 
 fn replace<'a>(text: Cow<'a, str>, step: impl Fn(&str) -> Cow<'_, str>) -> Cow<'a, str> {
@@ -210,6 +345,95 @@ mod tests {
         let all = super::super::FeatureOptions::default().cleaning;
         assert!(matches!(clean("plain text 中文", &all), Cow::Borrowed(_)));
         assert!(matches!(clean("", &all), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn common_han_are_caseless_letters() {
+        for c in ('\u{4E00}'..='\u{9FFF}').filter(|&c| is_common_han(c)) {
+            assert!(c.is_alphanumeric() && !c.is_uppercase(), "{c}");
+            assert!(c.to_lowercase().eq([c]), "{c}");
+        }
+        assert!(!is_common_han('\u{3400}') && !is_common_han('a'));
+    }
+
+    #[test]
+    fn letters_are_the_cleaned_texts_letters() {
+        // Oracle: the full cleaning, then the filter; texts that take each shortcut and each
+        // exception (capital sigma, a title-case letter alone, Kangxi radicals that NFKC turns
+        // into Traditional characters, full-width forms with a combining mark, entities).
+        let default = super::super::FeatureOptions::default().cleaning;
+        let options = [
+            default.clone(),
+            Cleaning {
+                case: false,
+                ..default.clone()
+            },
+            Cleaning {
+                nfkc: false,
+                ..default.clone()
+            },
+            Cleaning {
+                cjk_only: true,
+                ..default.clone()
+            },
+            Cleaning {
+                t2s: T2s::Taiwan,
+                ..default.clone()
+            },
+        ];
+        let texts = [
+            "Plain ASCII, with Punctuation!",
+            "ΟΔΟΣ Σ σ ΣΊΣΥΦΟΣ",
+            "ǅemal ǈ word",
+            "İstanbul ẞ Straße",
+            "⾞⾺ 車馬 ⼀",
+            "ＡＢＣ\u{301} ｘ\u{3000}ｙ，中文：好",
+            "&nbsp;x&amp;y<b>Z</b> &#x8ECA;",
+            "軟體與檔案 回覆 and Debian 套件 𠀀𪚥",
+            "curly ‘quotes’ — and café",
+            "",
+        ];
+        let mut out = String::new();
+        for cleaning in &options {
+            for text in texts {
+                alphanumerics(text, cleaning, &mut out);
+                let expected: String = clean(text, cleaning)
+                    .chars()
+                    .filter(|c| c.is_alphanumeric())
+                    .collect();
+                assert_eq!(out, expected, "{text:?} with {cleaning:?}");
+            }
+        }
+        assert_eq!(
+            clean("⾞", &default),
+            "车",
+            "NFKC gives 車, then the script step"
+        );
+    }
+
+    #[test]
+    fn han_runs_convert_as_the_whole_text_does() {
+        // Oracle: OpenCC over the whole text. Random mixes of Traditional and Simplified
+        // characters, phrases that only change together, Latin letters and punctuation.
+        let Ok(converter) = &*T2S else {
+            panic!("the T2S dictionaries load");
+        };
+        let pieces = [
+            "軟體", "檔案", "回覆", "瞭解", "沈默", "藉口", "牴觸", "衹是", "這個", "网络", "程序",
+            "乾燥", "乾隆", "頭髮", "發展", "𠀀", "a", "Debian ", "，", "。", " ", "1", "的", "裡",
+            "著", "後",
+        ];
+        let mut random = crate::generate::SplitMix64(9);
+        for case in 0..3000 {
+            let text: String = (0..random.below(40))
+                .map(|_| pieces[random.below(pieces.len())])
+                .collect();
+            assert_eq!(
+                simplify_han_runs(&text, converter),
+                converter.convert(&text),
+                "case {case}: {text:?}"
+            );
+        }
     }
 
     #[test]

@@ -18,6 +18,7 @@ mod markup;
 pub mod options;
 mod words;
 
+use std::borrow::Cow;
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeSet, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -26,7 +27,7 @@ use std::sync::{Arc, LazyLock, Mutex};
 use jieba_rs::DEFAULT_STOP_WORDS;
 use xxhash_rust::xxh3::Xxh3;
 
-use crate::fingerprint::{SimHasher, feature_hash, feature_hash128};
+use crate::fingerprint::{CountingSimHasher, SimHasher, feature_hash, feature_hash128};
 pub use options::{EmptyPolicy, FeatureOptions, Mode, OptionError, T2s};
 
 /// True for Han characters: the CJK Unified Ideographs blocks and their extensions A to I, and
@@ -79,11 +80,14 @@ pub struct Featurizer {
 #[derive(Default)]
 pub struct Scratch {
     hasher: SimHasher,
+    counting: CountingSimHasher,
     /// Position of each distinct feature (by its hash, the low 64 bits of a 128-bit one) in
     /// `features`, which keeps first-occurrence order and the summed weight.
     index: HashMap<u64, usize, BuildHasherDefault<IdentityHasher>>,
     features: Vec<(u128, f64)>,
     buffer: String,
+    /// The letters and digits of the cleaned text, for the n-gram modes.
+    letters: String,
 }
 
 /// Feature hashes are already uniform 64-bit values: hashing them again to find repeats would
@@ -143,7 +147,7 @@ impl Featurizer {
     }
 
     /// The text as the features see it, after cleaning.
-    pub fn clean<'a>(&self, text: &'a str) -> std::borrow::Cow<'a, str> {
+    pub fn clean<'a>(&self, text: &'a str) -> Cow<'a, str> {
         clean::clean(text, &self.options.cleaning)
     }
 
@@ -151,13 +155,22 @@ impl Featurizer {
     /// once: with the integer weights of the n-gram and word modes that is exactly the vote of
     /// each occurrence, at one SimHash update per distinct feature instead of one per n-gram.
     pub fn fingerprint(&self, text: &str, scratch: &mut Scratch) -> Fingerprint {
-        let cleaned = self.clean(text);
         let Scratch {
             hasher,
+            counting,
             index,
             features,
             buffer,
+            letters,
         } = scratch;
+        let mode = self.options.mode;
+        // The n-gram modes read only letters and digits: taken in one pass with the cleaning.
+        let cleaned = if matches!(mode, Mode::Auto | Mode::Chars) {
+            clean::alphanumerics(text, &self.options.cleaning, letters);
+            Cow::Borrowed(letters.as_str())
+        } else {
+            self.clean(text)
+        };
         index.clear();
         features.clear();
         let wide = self.options.bits == 128;
@@ -200,6 +213,13 @@ impl Featurizer {
             } else {
                 (Some(sequence.digest()), None)
             }
+        } else if !wide && !matches!(mode, Mode::JiebaTfidf | Mode::JiebaTf) {
+            // Whole-number weights (occurrence counts): the same vote without floating point.
+            counting.reset();
+            for &(hash, weight) in features.iter() {
+                counting.add(hash as u64, weight as u64);
+            }
+            (counting.finish(), None)
         } else {
             hasher.reset();
             for &(hash, weight) in features.iter() {
@@ -239,10 +259,10 @@ impl Featurizer {
             }
             Mode::Words => words::for_each_word(cleaned, &self.stop_words, |w| add(w, 1.0)),
             Mode::Shingles => words::for_each_shingle(cleaned, n, buffer, |s| add(s, 1.0)),
-            Mode::Chars => chars::for_each_ngram(cleaned, n, buffer, |g| add(g, 1.0)),
+            // `cleaned` is the letters and digits alone for these two (`clean::alphanumerics`).
+            Mode::Chars => chars::for_each_ngram(cleaned, n, |g| add(g, 1.0)),
             Mode::Auto => {
-                let mut add = |g: &str| add(g, 1.0);
-                chars::for_each_script_ngram(cleaned, AUTO_N_HAN, AUTO_N_OTHER, buffer, &mut add)
+                chars::for_each_script_ngram(cleaned, AUTO_N_HAN, AUTO_N_OTHER, |g| add(g, 1.0))
             }
         }
     }
