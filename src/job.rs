@@ -337,7 +337,8 @@ pub async fn run(options: &RunOptions) -> Result<Summary> {
         let show = !options.console.quiet && options.console.cluster.is_none();
         let signatures = async {
             let _bar = crate::progress::StageBar::documents(corpus.rows, show);
-            pipeline::run_stage(&ctx, &pipeline::SIGNATURES, &params).await
+            let (stage, rows) = (&pipeline::SIGNATURES, pipeline::TEXT_BATCH_ROWS);
+            pipeline::run_stage_in_batches_of(&ctx, rows, stage, &params).await
         };
         clock.time("signatures", signatures).await?;
         let asked = MatchingAsked::from(options).against(batch.as_ref());
