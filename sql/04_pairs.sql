@@ -20,7 +20,9 @@ COPY (
     FROM documents x
     JOIN documents y ON x.simhash = y.simhash AND x.id <> y.id
     WHERE x.fresh AND (NOT y.fresh OR x.id < y.id)
-    ORDER BY id_a, id_b
+    -- No ORDER BY: sorting a million documents' 22 million pairs took longer than finding
+    -- them and 3.5 GiB (docs/BENCHMARKS.md); the rows come in join order, and a query that
+    -- needs an order sorts.
 ) TO ${pairs_dir} STORED AS PARQUET;
 
 CREATE EXTERNAL TABLE pairs STORED AS PARQUET LOCATION ${pairs_dir};

@@ -34,7 +34,9 @@ COPY (
     FROM documents s
     JOIN heads h ON s.simhash = h.simhash AND s.id <> h.id
     WHERE s.fresh
-    ORDER BY id_a, id_b
+    -- No ORDER BY: sorting a million documents' 22 million pairs took longer than finding
+    -- them and 3.5 GiB (docs/BENCHMARKS.md); the rows come in join order, and a query that
+    -- needs an order sorts.
 ) TO ${pairs_dir} STORED AS PARQUET;
 
 CREATE EXTERNAL TABLE pairs STORED AS PARQUET LOCATION ${pairs_dir};
