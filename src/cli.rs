@@ -189,6 +189,12 @@ pub struct GenerateArgs {
     /// How many source documents to take (the first by id).
     #[arg(long, default_value_t = 1000)]
     pub sources: usize,
+    /// Made-up sources to add after the input's, for corpora larger than the input
+    /// ('collage-N': whole sentences of random input documents of one script, as long as a
+    /// random input document). Rows are streamed, so ten million documents take no more memory
+    /// than a thousand.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub collage_sources: usize,
     /// Most copies per source (each source gets 0..=this many).
     #[arg(long, default_value_t = 3)]
     pub max_copies: u64,
@@ -571,6 +577,7 @@ pub async fn execute(cli: Cli) -> Result<()> {
                 id_column: args.id_column,
                 text_column: args.text_column,
                 sources: args.sources,
+                collage_sources: args.collage_sources,
                 max_copies: args.max_copies,
                 seed: args.seed,
                 overwrite: args.overwrite,

@@ -239,3 +239,77 @@ fn generated_corpus_is_deterministic_and_scores_against_its_truth() {
         "{report}"
     );
 }
+
+#[test]
+fn collage_sources_stream_past_the_input_in_row_groups() {
+    use datafusion::parquet::file::reader::{FileReader, SerializedFileReader};
+    let dir = tempfile::tempdir().unwrap();
+    let (corpus, truth) = (dir.path().join("c.parquet"), dir.path().join("t.parquet"));
+    let out = neardup_ok(&[
+        "generate",
+        "--input",
+        path_str(&fixture("sample.parquet")),
+        "--output",
+        path_str(&corpus),
+        "--truth",
+        path_str(&truth),
+        "--collage-sources",
+        "20000",
+        "--max-copies",
+        "1",
+    ]);
+    let rows = |sql: &str| -> String {
+        let answer = neardup_ok(&["query", sql, "--format", "csv"]);
+        answer.lines().nth(1).unwrap_or_default().to_string()
+    };
+    // The input's documents with text are the first sources.
+    let real: usize = rows(&format!(
+        "SELECT count(*) FROM '{}' WHERE trim(text) <> ''",
+        path_str(&fixture("sample.parquet"))
+    ))
+    .parse()
+    .unwrap();
+    assert!(real > 10);
+    assert!(
+        out.contains(&format!("from {} sources", real + 20_000)),
+        "{out}"
+    );
+    // Every document is in the truth once; the 20 input documents and 20,000 collages are the
+    // clusters; no collage is empty.
+    let (c, t) = (path_str(&corpus), path_str(&truth));
+    let documents = rows(&format!("SELECT count(*) FROM '{c}'"));
+    assert!(out.starts_with(&format!("{documents} documents")), "{out}");
+    assert_eq!(
+        rows(&format!(
+            "SELECT count(*) FROM '{c}' x JOIN '{t}' y ON x.id = y.id"
+        )),
+        documents
+    );
+    assert_eq!(
+        rows(&format!(
+            "SELECT count(DISTINCT cluster), count(DISTINCT cluster) FILTER (WHERE cluster LIKE 'collage-%') FROM '{t}'"
+        )),
+        format!("{},20000", real + 20_000)
+    );
+    assert_eq!(
+        rows(&format!(
+            "SELECT count(*) FROM '{c}' WHERE length(text) = 0"
+        )),
+        "0"
+    );
+    // Streamed: row groups of 16,384 rows, the last one partial.
+    let reader = SerializedFileReader::new(std::fs::File::open(&corpus).unwrap()).unwrap();
+    let groups: Vec<i64> = reader
+        .metadata()
+        .row_groups()
+        .iter()
+        .map(|g| g.num_rows())
+        .collect();
+    let total: i64 = documents.parse().unwrap();
+    assert_eq!(groups.iter().sum::<i64>(), total);
+    assert!(groups.len() >= 2, "{groups:?}");
+    assert!(
+        groups[..groups.len() - 1].iter().all(|&n| n == 16_384),
+        "{groups:?}"
+    );
+}
