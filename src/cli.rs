@@ -190,7 +190,7 @@ pub struct GenerateArgs {
     #[arg(long, default_value_t = 1000)]
     pub sources: usize,
     /// Made-up sources to add after the input's, for corpora larger than the input
-    /// ('collage-N': whole sentences of random input documents of one script, as long as a
+    /// ('collage-N': sentences of three random input documents of one script, as long as a
     /// random input document). Rows are streamed, so ten million documents take no more memory
     /// than a thousand.
     #[arg(long, default_value_t = 0, value_name = "N")]

@@ -299,8 +299,7 @@ pub async fn generate(options: &GenerateOptions) -> Result<(usize, usize)> {
     let mut documents = 0;
     let all_sources = sources.len() + options.collage_sources;
     for number in 0..all_sources {
-        // The input's documents first, then made-up ones: sentences of random input documents
-        // of the same script, as long as a random input document.
+        // The input's documents first, then made-up ones (`Collages`).
         let (source_id, text) = match sources.get(number) {
             Some((id, text)) => (id.clone(), text.clone()),
             None => (format!("collage-{number}"), collages.make(&mut rng)),
@@ -328,29 +327,33 @@ pub async fn generate(options: &GenerateOptions) -> Result<(usize, usize)> {
     Ok((all_sources, documents))
 }
 
-/// Made-up source documents for corpora larger than the input: each is sentences drawn at
-/// random from all the input's sentences of one script (Chinese or not), as long as a random
-/// input document of that script, so lengths, vocabulary and sentence shapes stay real while
-/// the documents are new.
+const MIN_COLLAGE_SENTENCES: usize = 4;
+const COLLAGE_DONORS: usize = 3;
+
+/// Made-up source documents for corpora larger than the input. Each takes its length from a
+/// random input document (a model) and its sentences, drawn at random, from three random input
+/// documents of the model's script (Chinese or not): lengths, vocabulary and sentence shapes
+/// stay real, and each collage has a topic of its own. (Sentences drawn from all documents at
+/// once made every long collage the same average text: a thousand random sentences vote the
+/// same way on every bit, and long collages became near-duplicates the truth did not know.)
 struct Collages<'a> {
     sources: &'a [(String, String)],
-    chinese: Vec<&'a str>,
-    other: Vec<&'a str>,
+    /// Each input document's sentences.
+    sentences: Vec<Vec<&'a str>>,
+    chinese: Vec<usize>,
+    other: Vec<usize>,
 }
 
 impl<'a> Collages<'a> {
     fn new(sources: &'a [(String, String)]) -> Self {
-        let (mut chinese, mut other) = (Vec::new(), Vec::new());
-        for (_, text) in sources {
-            let pool = if text.chars().any(is_han) {
-                &mut chinese
-            } else {
-                &mut other
-            };
-            pool.extend(sentences(text));
-        }
+        let sentences: Vec<Vec<&str>> = sources.iter().map(|(_, text)| sentences(text)).collect();
+        // Donors need a sentence: SQL's trim lets a text of tabs and newlines through.
+        let (chinese, other) = (0..sources.len())
+            .filter(|&i| !sentences[i].is_empty())
+            .partition(|&i| sources[i].1.chars().any(is_han));
         Self {
             sources,
+            sentences,
             chinese,
             other,
         }
@@ -358,15 +361,27 @@ impl<'a> Collages<'a> {
 
     fn make(&self, rng: &mut SplitMix64) -> String {
         let model = &self.sources[rng.below(self.sources.len())].1;
-        let pool = if model.chars().any(is_han) {
-            &self.chinese
+        let (same, different) = if model.chars().any(is_han) {
+            (&self.chinese, &self.other)
         } else {
-            &self.other
+            (&self.other, &self.chinese)
         };
+        let documents = if same.is_empty() { different } else { same };
+        if documents.is_empty() {
+            // No input document has a sentence: nothing to make a collage of.
+            return model.clone();
+        }
+        let pool: Vec<&str> = (0..COLLAGE_DONORS)
+            .flat_map(|_| &self.sentences[documents[rng.below(documents.len())]])
+            .copied()
+            .collect();
         let mut text = String::with_capacity(model.len());
-        // Sources are never blank, so the model's own pool has a sentence.
-        while text.len() < model.len() && !pool.is_empty() {
+        // At least `MIN_COLLAGE_SENTENCES`: a collage of one sentence, for a short model, would
+        // be the same text as any other collage that drew it. Every donor has a sentence.
+        let mut count = 0;
+        while text.len() < model.len() || count < MIN_COLLAGE_SENTENCES {
             text.push_str(pool[rng.below(pool.len())]);
+            count += 1;
         }
         text
     }
@@ -500,7 +515,10 @@ mod tests {
             for sentence in sentences(&text) {
                 assert!(pool.contains(&sentence), "{sentence:?} of {text:?}");
             }
-            assert!(text.len() >= 12, "{text:?}");
+            assert!(
+                !pool.contains(&text.as_str()),
+                "more than one sentence: {text:?}"
+            );
             seen.insert(text);
         }
         assert!(seen.len() > 100, "collages vary: {}", seen.len());
