@@ -346,7 +346,7 @@ pub async fn run(options: &RunOptions) -> Result<Summary> {
         clock
             .time(
                 "dedup",
-                pipeline::run_stage(&ctx, &pipeline::DEDUP, &params),
+                pipeline::run_stage_pushing_filters(&ctx, &pipeline::DEDUP, &params),
             )
             .await?;
         Ok(plan)

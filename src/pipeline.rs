@@ -236,6 +236,27 @@ pub async fn run_stage(ctx: &SessionContext, stage: &Stage, params: &Params) -> 
 /// hold less text in flight (docs/BENCHMARKS.md: about 12% less time and 10% less memory).
 pub const TEXT_BATCH_ROWS: usize = 2048;
 
+/// `run_stage` with Parquet filter pushdown on (filters decoded before the other columns, so
+/// rows a join's dynamic filter rejects are never decoded), the session's setting restored
+/// afterwards.
+pub async fn run_stage_pushing_filters(
+    ctx: &SessionContext,
+    stage: &Stage,
+    params: &Params,
+) -> Result<()> {
+    let previous = set_pushdown_filters(ctx, true);
+    let result = run_stage(ctx, stage, params).await;
+    set_pushdown_filters(ctx, previous);
+    result
+}
+
+fn set_pushdown_filters(ctx: &SessionContext, on: bool) -> bool {
+    let state = ctx.state_ref();
+    let mut state = state.write();
+    let parquet = &mut state.config_mut().options_mut().execution.parquet;
+    std::mem::replace(&mut parquet.pushdown_filters, on)
+}
+
 /// `run_stage` with `rows` per batch, the session's own batch size restored afterwards.
 pub async fn run_stage_in_batches_of(
     ctx: &SessionContext,
