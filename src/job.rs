@@ -9,6 +9,7 @@ use datafusion::arrow::array::{Array, ArrayRef, RecordBatch, UInt64Array};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::catalog::MemTable;
 use datafusion::common::cast::as_int64_array;
+use datafusion::common::config::ConfigNonZeroUsize;
 use datafusion::execution::FunctionRegistry;
 use datafusion::execution::memory_pool::FairSpillPool;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
@@ -337,8 +338,12 @@ pub async fn run(options: &RunOptions) -> Result<Summary> {
         let show = !options.console.quiet && options.console.cluster.is_none();
         let signatures = async {
             let _bar = crate::progress::StageBar::documents(corpus.rows, show);
-            let (stage, rows) = (&pipeline::SIGNATURES, pipeline::TEXT_BATCH_ROWS);
-            pipeline::run_stage_in_batches_of(&ctx, rows, stage, &params).await
+            pipeline::run_stage_with(&ctx, &pipeline::SIGNATURES, &params, |options| {
+                let rows = ConfigNonZeroUsize::try_new(pipeline::TEXT_BATCH_ROWS)?;
+                options.execution.batch_size = rows;
+                Ok(())
+            })
+            .await
         };
         clock.time("signatures", signatures).await?;
         let asked = MatchingAsked::from(options).against(batch.as_ref());
@@ -346,7 +351,10 @@ pub async fn run(options: &RunOptions) -> Result<Summary> {
         clock
             .time(
                 "dedup",
-                pipeline::run_stage_pushing_filters(&ctx, &pipeline::DEDUP, &params),
+                pipeline::run_stage_with(&ctx, &pipeline::DEDUP, &params, |options| {
+                    options.execution.parquet.pushdown_filters = true;
+                    Ok(())
+                }),
             )
             .await?;
         Ok(plan)

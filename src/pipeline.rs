@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::SchemaRef;
-use datafusion::common::config::ConfigNonZeroUsize;
+use datafusion::common::config::ConfigOptions;
+use datafusion::error::Result as DataFusionResult;
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::parquet::arrow::ArrowWriter;
 use datafusion::parquet::errors::ParquetError;
@@ -236,47 +237,27 @@ pub async fn run_stage(ctx: &SessionContext, stage: &Stage, params: &Params) -> 
 /// hold less text in flight (docs/BENCHMARKS.md: about 12% less time and 10% less memory).
 pub const TEXT_BATCH_ROWS: usize = 2048;
 
-/// `run_stage` with Parquet filter pushdown on (filters decoded before the other columns, so
-/// rows a join's dynamic filter rejects are never decoded), the session's setting restored
-/// afterwards.
-pub async fn run_stage_pushing_filters(
+/// `run_stage` with session options changed for this stage only, restored afterwards whether
+/// it succeeds or not: the signature stage's batch size (`TEXT_BATCH_ROWS`), dedup's Parquet
+/// filter pushdown (the scan decodes the filter's columns first, so rows a join's dynamic filter
+/// rejects are never decoded).
+pub async fn run_stage_with(
     ctx: &SessionContext,
     stage: &Stage,
     params: &Params,
+    change: impl FnOnce(&mut ConfigOptions) -> DataFusionResult<()>,
 ) -> Result<()> {
-    let previous = set_pushdown_filters(ctx, true);
+    let saved = {
+        let state = ctx.state_ref();
+        let mut state = state.write();
+        let options = state.config_mut().options_mut();
+        let saved = options.clone();
+        change(options).context(|| format!("{}: session options", stage.name))?;
+        saved
+    };
     let result = run_stage(ctx, stage, params).await;
-    set_pushdown_filters(ctx, previous);
+    *ctx.state_ref().write().config_mut().options_mut() = saved;
     result
-}
-
-fn set_pushdown_filters(ctx: &SessionContext, on: bool) -> bool {
-    let state = ctx.state_ref();
-    let mut state = state.write();
-    let parquet = &mut state.config_mut().options_mut().execution.parquet;
-    std::mem::replace(&mut parquet.pushdown_filters, on)
-}
-
-/// `run_stage` with `rows` per batch, the session's own batch size restored afterwards.
-pub async fn run_stage_in_batches_of(
-    ctx: &SessionContext,
-    rows: usize,
-    stage: &Stage,
-    params: &Params,
-) -> Result<()> {
-    let rows =
-        ConfigNonZeroUsize::try_new(rows).context(|| format!("{}: batch size", stage.name))?;
-    let previous = set_batch_rows(ctx, rows);
-    let result = run_stage(ctx, stage, params).await;
-    set_batch_rows(ctx, previous);
-    result
-}
-
-fn set_batch_rows(ctx: &SessionContext, rows: ConfigNonZeroUsize) -> ConfigNonZeroUsize {
-    let state = ctx.state_ref();
-    let mut state = state.write();
-    let execution = &mut state.config_mut().options_mut().execution;
-    std::mem::replace(&mut execution.batch_size, rows)
 }
 
 /// Runs each statement of `sql` to completion, discarding results (DDL and COPY).
@@ -343,11 +324,45 @@ fn holds_parquet(folder: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use datafusion::common::config::ConfigNonZeroUsize;
 
     const STAGE: Stage = Stage {
         name: "test.sql",
         sql: "SELECT ${a} FROM t WHERE x <= ${k};",
     };
+
+    #[tokio::test]
+    async fn stage_options_are_restored_after_the_stage() {
+        let ctx = SessionContext::new();
+        let default_rows = ctx.state().config().batch_size();
+        let seen = |ctx: &SessionContext| ctx.state().config().batch_size();
+        // A stage that succeeds and one that fails: the session's own setting comes back both
+        // times, and a bad change is refused before the stage runs.
+        let good = Stage {
+            name: "good.sql",
+            sql: "CREATE VIEW v AS SELECT 1 AS one;",
+        };
+        let bad = Stage {
+            name: "bad.sql",
+            sql: "SELECT * FROM no_such_table;",
+        };
+        for stage in [&good, &bad] {
+            let result = run_stage_with(&ctx, stage, &Params::default(), |options| {
+                options.execution.batch_size = ConfigNonZeroUsize::try_new(123)?;
+                Ok(())
+            })
+            .await;
+            assert_eq!(result.is_ok(), stage.name == "good.sql");
+            assert_eq!(seen(&ctx), default_rows);
+        }
+        let refused = run_stage_with(&ctx, &good, &Params::default(), |options| {
+            options.execution.batch_size = ConfigNonZeroUsize::try_new(0)?;
+            Ok(())
+        })
+        .await;
+        assert!(refused.is_err());
+        assert_eq!(seen(&ctx), default_rows);
+    }
 
     #[test]
     fn placeholders_are_replaced() {
