@@ -8,17 +8,10 @@
 CREATE VIEW removed AS
 SELECT id FROM groups WHERE id <> representative_id;
 
--- The ids kept, from the signatures (every input document has a row there), then the corpus
--- joined to them rather than filtered by NOT EXISTS: the join hands the kept ids to the corpus
--- scan, which (with Parquet filter pushdown, set by the runner for this stage) decodes the
--- texts of kept rows only. Most of a stage that rewrites the corpus is reading it.
-CREATE VIEW kept AS
-SELECT s.id FROM signatures s WHERE NOT EXISTS (SELECT 1 FROM removed r WHERE r.id = s.id);
-
 COPY (
     SELECT c.*
     FROM corpus c
-    JOIN kept k ON k.id = c.${id}
+    WHERE NOT EXISTS (SELECT 1 FROM removed r WHERE r.id = c.${id})
 ) TO ${dedup_dir} STORED AS PARQUET ${partition_by};
 
 CREATE EXTERNAL TABLE dedup STORED AS PARQUET LOCATION ${dedup_dir};

@@ -96,6 +96,10 @@ pub const DEDUP: Stage = Stage {
     name: "sql/06_dedup.sql",
     sql: include_str!("../sql/06_dedup.sql"),
 };
+pub const DEDUP_KEPT: Stage = Stage {
+    name: "sql/06_dedup_kept.sql",
+    sql: include_str!("../sql/06_dedup_kept.sql"),
+};
 pub const INDEX_BATCH: Stage = Stage {
     name: "sql/07_index_batch.sql",
     sql: include_str!("../sql/07_index_batch.sql"),
@@ -442,6 +446,7 @@ mod tests {
             COMPONENTS_SMALL,
             GROUPS_INDEX,
             DEDUP,
+            DEDUP_KEPT,
             INDEX_BATCH,
         ] {
             let sql = render(&stage, &params).unwrap();

@@ -1,0 +1,27 @@
+-- Stage 6, when most documents are removed: the deduplicated corpus: every input row, with every input column, except the group
+-- members that are not their group's representative. Documents with NULL or empty text are in
+-- no group, so they are kept. Against an index, `groups` also lists indexed members of the
+-- groups new documents joined; they are not in `corpus`, and a new document is removed when an
+-- indexed one represents its group. With `--partition-by`, the COPY ends in PARTITIONED BY
+-- those columns (one folder per value, Hive style).
+
+CREATE VIEW removed AS
+SELECT id FROM groups WHERE id <> representative_id;
+
+-- The ids kept, from the signatures (every input document has a row there), then the corpus
+-- joined to them rather than filtered by NOT EXISTS (sql/06_dedup.sql): the join hands the kept
+-- ids to the corpus scan, which (with Parquet filter pushdown, set by the runner for this stage)
+-- decodes the texts of kept rows only. The runner picks this file when at least two thirds of
+-- the documents are removed: measured, 1M generated documents with 79% removed took 3.8 s here
+-- against 5.3 s, and 75k with 53% removed 0.58 s against 0.46 s (the row filter costs more
+-- than it saves when most rows pass).
+CREATE VIEW kept AS
+SELECT s.id FROM signatures s WHERE NOT EXISTS (SELECT 1 FROM removed r WHERE r.id = s.id);
+
+COPY (
+    SELECT c.*
+    FROM corpus c
+    JOIN kept k ON k.id = c.${id}
+) TO ${dedup_dir} STORED AS PARQUET ${partition_by};
+
+CREATE EXTERNAL TABLE dedup STORED AS PARQUET LOCATION ${dedup_dir};
