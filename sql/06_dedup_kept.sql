@@ -1,9 +1,5 @@
--- Stage 6, when most documents are removed: the deduplicated corpus: every input row, with every input column, except the group
--- members that are not their group's representative. Documents with NULL or empty text are in
--- no group, so they are kept. Against an index, `groups` also lists indexed members of the
--- groups new documents joined; they are not in `corpus`, and a new document is removed when an
--- indexed one represents its group. With `--partition-by`, the COPY ends in PARTITIONED BY
--- those columns (one folder per value, Hive style).
+-- Stage 6, written another way: the same rows as sql/06_dedup.sql (see there for what they are,
+-- against an index and with `--partition-by`), for when most documents are removed.
 
 CREATE VIEW removed AS
 SELECT id FROM groups WHERE id <> representative_id;

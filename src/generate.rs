@@ -11,7 +11,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use datafusion::arrow::array::{AsArray, RecordBatch, StringArray};
+use datafusion::arrow::array::{ArrayBuilder, AsArray, RecordBatch, StringBuilder};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::parquet::arrow::ArrowWriter;
 use datafusion::prelude::{ParquetReadOptions, SessionContext};
@@ -304,8 +304,9 @@ pub async fn generate(options: &GenerateOptions) -> Result<(usize, usize)> {
             Some((id, text)) => (id.clone(), text.clone()),
             None => (format!("collage-{number}"), collages.make(&mut rng)),
         };
-        corpus.push(&[&format!("{source_id}#0"), &text, ""])?;
-        truth.push(&[&format!("{source_id}#0"), &source_id])?;
+        let id = format!("{source_id}#0");
+        corpus.push(&[&id, &text, ""])?;
+        truth.push(&[&id, &source_id])?;
         documents += 1;
         for copy in 1..=rng.below(options.max_copies as usize + 1) {
             let other = &sources[(number + 1 + rng.below(sources.len())) % sources.len()].1;
@@ -394,7 +395,7 @@ struct TableWriter {
     path: PathBuf,
     partial: PathBuf,
     schema: Arc<Schema>,
-    columns: Vec<Vec<String>>,
+    columns: Vec<StringBuilder>,
     writer: ArrowWriter<std::fs::File>,
     finished: bool,
 }
@@ -422,7 +423,7 @@ impl TableWriter {
             path: path.to_path_buf(),
             partial,
             schema,
-            columns: vec![Vec::new(); names.len()],
+            columns: names.iter().map(|_| StringBuilder::new()).collect(),
             writer,
             finished: false,
         })
@@ -430,7 +431,7 @@ impl TableWriter {
 
     fn push(&mut self, row: &[&str]) -> Result<()> {
         for (column, value) in self.columns.iter_mut().zip(row) {
-            column.push((*value).to_string());
+            column.append_value(value);
         }
         if self.columns[0].len() == ROW_GROUP_ROWS {
             self.flush()?;
@@ -445,11 +446,7 @@ impl TableWriter {
         let arrays = self
             .columns
             .iter_mut()
-            .map(|values| {
-                let array = StringArray::from_iter_values(values.iter());
-                values.clear();
-                Arc::new(array) as _
-            })
+            .map(|column| Arc::new(column.finish()) as _)
             .collect();
         let failed = |e: String| Error::Internal(format!("{}: {e}", self.partial.display()));
         let batch = RecordBatch::try_new(Arc::clone(&self.schema), arrays)

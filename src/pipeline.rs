@@ -238,7 +238,7 @@ pub async fn run_stage(ctx: &SessionContext, stage: &Stage, params: &Params) -> 
 /// Rows per batch while documents are fingerprinted. DataFusion's 8,192 suit narrow rows; 8,192
 /// documents are megabytes of text and a quarter of a second of fingerprinting, so at the end
 /// of the stage one core finished the last batch alone. 2,048 keep both busy to the end and
-/// hold less text in flight (docs/BENCHMARKS.md: about 12% less time and 10% less memory).
+/// hold less text in flight (docs/BENCHMARKS.md: about 9% less time and 10% less memory).
 pub const TEXT_BATCH_ROWS: usize = 2048;
 
 /// `run_stage` with session options changed for this stage only, restored afterwards whether

@@ -4,19 +4,13 @@
 
 use super::is_han;
 
-/// Calls `f` with each run of `n` consecutive characters of `letters` (a text's letters, digits
-/// and Han characters, see `clean::alphanumerics`). Fewer than `n` characters are one n-gram.
-pub fn for_each_ngram(letters: &str, n: usize, f: impl FnMut(&str)) {
-    ngrams_of(letters, n, f);
-}
-
 /// Script-aware n-grams (`mode=auto`): `letters` cut into runs of Han and of other characters;
 /// Han runs give `n_han`-grams, the others `n_other`-grams, and no n-gram straddles the two,
 /// so English terms inside Chinese prose (and the reverse) give the same features they would
 /// alone.
 pub fn for_each_script_ngram(letters: &str, n_han: usize, n_other: usize, mut f: impl FnMut(&str)) {
     if letters.is_ascii() {
-        ngrams_of(letters, n_other, f);
+        for_each_ngram(letters, n_other, f);
         return;
     }
     let mut rest = letters;
@@ -26,14 +20,16 @@ pub fn for_each_script_ngram(letters: &str, n_han: usize, n_other: usize, mut f:
             .char_indices()
             .find(|&(_, c)| is_han(c) != han)
             .map_or(rest.len(), |(i, _)| i);
-        ngrams_of(&rest[..end], if han { n_han } else { n_other }, &mut f);
+        for_each_ngram(&rest[..end], if han { n_han } else { n_other }, &mut f);
         rest = &rest[end..];
     }
 }
 
-/// Every n-gram of `text` (the whole text when it is shorter), walking two character cursors
-/// n apart: no allocation per document or per script run. ASCII text is cut by byte offsets.
-fn ngrams_of(text: &str, n: usize, mut f: impl FnMut(&str)) {
+/// Calls `f` with each run of `n` consecutive characters of `text` (a text's letters, digits
+/// and Han characters, see `clean::alphanumerics`); fewer than `n` characters are one n-gram.
+/// Walks two character cursors n apart: no allocation per document or per script run. ASCII
+/// text is cut by byte offsets.
+pub fn for_each_ngram(text: &str, n: usize, mut f: impl FnMut(&str)) {
     if text.is_empty() {
         return;
     }

@@ -166,7 +166,9 @@ fn normalize<'a>(text: &'a str, cleaning: &Cleaning) -> Cow<'a, str> {
     if !text.bytes().any(|b| b >= 0xE3) {
         return text;
     }
-    if cleaning.width {
+    // After NFKC there is nothing to narrow: full-width forms and the ideographic space are
+    // not NFKC, so the step above has already replaced them.
+    if cleaning.width && !cleaning.nfkc {
         text = narrow_all(text);
     }
     match cleaning.t2s {
