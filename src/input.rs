@@ -1,9 +1,11 @@
 //! Finding the input files and checking, before any work starts, that they can be read and
 //! have the columns the job needs. Every error names the file (and the column) it is about.
 
-use std::collections::BTreeSet;
+use std::collections::hash_map::Entry;
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::ffi::OsString;
 use std::fs::File;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 use std::sync::Arc;
 
@@ -30,7 +32,9 @@ pub struct Corpus {
 
 /// Expands files, folders (searched recursively for `*.parquet`) and glob patterns into a list
 /// of files. Arguments keep their order; files within a folder or glob are sorted by path; a
-/// file named twice is read once.
+/// file named twice, or reached again through a symlink, is read once (under the first of its
+/// paths). Folders and `**` search each real folder once: a symlink back into a folder already
+/// being searched (a loop) is reported on standard error and not followed.
 pub fn resolve_inputs(inputs: &[String]) -> Result<Vec<PathBuf>> {
     if inputs.is_empty() {
         return Err(Error::Usage("no --input given".into()));
@@ -47,7 +51,10 @@ pub fn resolve_inputs(inputs: &[String]) -> Result<Vec<PathBuf>> {
                 )));
             }
             let absolute = std::path::absolute(&file).map_err(|e| Error::io(&file, e))?;
-            if seen.insert(absolute.clone()) {
+            // The real file behind any symlinks; a path that cannot be resolved (a dangling
+            // link) stays as it is, and reading it reports the error.
+            let real = std::fs::canonicalize(&absolute).unwrap_or_else(|_| absolute.clone());
+            if seen.insert(real) {
                 files.push(absolute);
             }
         }
@@ -62,7 +69,7 @@ fn expand(input: &str) -> Result<Vec<PathBuf>> {
     }
     if path.is_dir() {
         let mut files = Vec::new();
-        collect_parquet_files(path, &mut files)?;
+        collect_parquet_files(path, &mut Searched::default(), &mut files)?;
         files.sort();
         if files.is_empty() {
             return Err(Error::Input(format!(
@@ -72,15 +79,10 @@ fn expand(input: &str) -> Result<Vec<PathBuf>> {
         return Ok(files);
     }
     if input.contains(['*', '?', '[']) {
-        let pattern = glob::glob(input)
-            .map_err(|e| Error::Usage(format!("input pattern {input} is not a valid glob: {e}")))?;
-        let mut files = Vec::new();
-        for entry in pattern {
-            let file = entry.map_err(|e| Error::io(e.path().to_path_buf(), e.into()))?;
-            if file.is_file() {
-                files.push(file);
-            }
-        }
+        let mut files: Vec<PathBuf> = glob_paths(input)?
+            .into_iter()
+            .filter(|file| file.is_file())
+            .collect();
         files.sort();
         if files.is_empty() {
             return Err(Error::Input(format!(
@@ -95,24 +97,300 @@ fn expand(input: &str) -> Result<Vec<PathBuf>> {
 }
 
 /// Parquet files under `dir`, skipping hidden and `_`-prefixed entries (Spark and Hive
-/// markers such as `_SUCCESS`, temporary `.part` folders).
-fn collect_parquet_files(dir: &Path, files: &mut Vec<PathBuf>) -> Result<()> {
-    let entries = std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
-    for entry in entries {
+/// markers such as `_SUCCESS`, temporary `.part` folders). Entries are visited in name order,
+/// so when two paths lead to one real folder, the first in path order is the one searched.
+fn collect_parquet_files(
+    dir: &Path,
+    searched: &mut Searched,
+    files: &mut Vec<PathBuf>,
+) -> Result<()> {
+    if !searched.first_visit(0, dir) {
+        return Ok(());
+    }
+    let mut entries: Vec<(OsString, PathBuf)> = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
         let entry = entry.map_err(|e| Error::io(dir, e))?;
         let name = entry.file_name();
-        let name = name.to_string_lossy();
-        if name.starts_with('.') || name.starts_with('_') {
-            continue;
+        let hidden = {
+            let text = name.to_string_lossy();
+            text.starts_with('.') || text.starts_with('_')
+        };
+        if !hidden {
+            entries.push((name, entry.path()));
         }
-        let path = entry.path();
+    }
+    entries.sort();
+    for (name, path) in entries {
         if path.is_dir() {
-            collect_parquet_files(&path, files)?;
-        } else if name.ends_with(".parquet") {
+            collect_parquet_files(&path, searched, files)?;
+        } else if name.to_string_lossy().ends_with(".parquet") {
             files.push(path);
         }
     }
     Ok(())
+}
+
+/// What identifies a real folder, whatever path leads to it: (device, inode) on Unix, the
+/// canonical path elsewhere.
+#[cfg(unix)]
+type FolderId = (u64, u64);
+#[cfg(not(unix))]
+type FolderId = PathBuf;
+
+#[cfg(unix)]
+fn folder_id(dir: &Path) -> Option<FolderId> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(dir).ok().map(|m| (m.dev(), m.ino()))
+}
+
+#[cfg(not(unix))]
+fn folder_id(dir: &Path) -> Option<FolderId> {
+    std::fs::canonicalize(dir).ok()
+}
+
+/// The real folders a search has entered, each with the path it was entered by. `step` tells
+/// searches of one folder for different purposes apart (the `**` of a glob pattern that lists
+/// it; 0 for a folder input).
+#[derive(Default)]
+struct Searched {
+    first: HashMap<(usize, FolderId), PathBuf>,
+    warned: HashSet<PathBuf>,
+}
+
+impl Searched {
+    /// True when `dir` is to be searched: the first path to its real folder for `step`.
+    /// Another path to a folder already entered (a symlink loop, or a second link to the same
+    /// folder) is not searched, with one warning naming it.
+    fn first_visit(&mut self, step: usize, dir: &Path) -> bool {
+        // A folder that cannot be examined is listed anyway, and listing it reports the error.
+        let Some(id) = folder_id(dir) else {
+            return true;
+        };
+        match self.first.entry((step, id)) {
+            Entry::Vacant(slot) => {
+                slot.insert(dir.to_path_buf());
+                true
+            }
+            Entry::Occupied(slot) => {
+                let first = slot.get().as_path();
+                // The same path again (a glob pattern with two `**` can list a folder twice)
+                // is no news.
+                if first != dir && self.warned.insert(dir.to_path_buf()) {
+                    let back =
+                        dir.starts_with(first) || (first == Path::new(".") && dir.is_relative());
+                    if back {
+                        eprintln!(
+                            "neardup: warning: {} leads back to {} (a symlink loop); not \
+                             following it",
+                            dir.display(),
+                            first.display()
+                        );
+                    } else {
+                        eprintln!(
+                            "neardup: warning: {} leads to {}, which is already searched; not \
+                             searching it again",
+                            dir.display(),
+                            first.display()
+                        );
+                    }
+                }
+                false
+            }
+        }
+    }
+}
+
+/// `glob::glob`'s options (`MatchOptions::new()`), for matching single path components.
+const GLOB_OPTIONS: glob::MatchOptions = glob::MatchOptions {
+    case_sensitive: true,
+    require_literal_separator: false,
+    require_literal_leading_dot: false,
+};
+
+/// The paths `glob::glob(pattern)` yields (files and folders, in no particular order), found
+/// the same way, component by component, except that a `**` searches each real folder once:
+/// the glob crate follows symlinked folders under `**` without end when one loops back.
+fn glob_paths(pattern: &str) -> Result<Vec<PathBuf>> {
+    let invalid = |e: glob::PatternError| {
+        Error::Usage(format!("input pattern {pattern} is not a valid glob: {e}"))
+    };
+    glob::Pattern::new(pattern).map_err(invalid)?;
+    // The root (`/`) the pattern starts from, computed as `glob::glob_with` does.
+    let mut components = Path::new(pattern).components().peekable();
+    while matches!(
+        components.peek(),
+        Some(Component::Prefix(_) | Component::RootDir)
+    ) {
+        components.next();
+    }
+    let rest: PathBuf = components.map(|c| c.as_os_str()).collect();
+    let normalized: PathBuf = Path::new(pattern).iter().collect();
+    let root_len = normalized.as_os_str().len() - rest.as_os_str().len();
+    let scope = if root_len > 0 {
+        PathBuf::from(&pattern[..root_len])
+    } else {
+        PathBuf::from(".")
+    };
+    let mut parts: Vec<Part> = Vec::new();
+    for component in
+        pattern[root_len.min(pattern.len())..].split_terminator(std::path::is_separator)
+    {
+        let recursive = component == "**";
+        // Consecutive `**` are one, as in the glob crate.
+        if recursive && parts.last().is_some_and(|p| p.recursive) {
+            continue;
+        }
+        parts.push(Part {
+            pattern: glob::Pattern::new(component).map_err(invalid)?,
+            recursive,
+            literal: !component.contains(['*', '?', '[']),
+        });
+    }
+    if parts.is_empty() {
+        // Only a root: a folder, never a file.
+        return Ok(Vec::new());
+    }
+    let mut walk = GlobWalk {
+        parts: &parts,
+        require_dir: pattern.ends_with(std::path::is_separator),
+        searched: Searched::default(),
+        found: Vec::new(),
+    };
+    let scope_is_dir = is_dir(&scope);
+    walk.fill(0, &scope, scope_is_dir)?;
+    Ok(walk.found)
+}
+
+/// One `/`-separated component of a glob pattern.
+struct Part {
+    pattern: glob::Pattern,
+    /// `**`: any number of folders.
+    recursive: bool,
+    /// No `*`, `?` or `[`: a name looked up, not a folder listed.
+    literal: bool,
+}
+
+struct GlobWalk<'a> {
+    parts: &'a [Part],
+    /// The pattern ends with `/`: only folders match.
+    require_dir: bool,
+    searched: Searched,
+    found: Vec<PathBuf>,
+}
+
+fn is_dir(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| m.is_dir())
+}
+
+impl GlobWalk<'_> {
+    /// `path` matched the parts before `idx`: finds what `parts[idx]` matches in it (the glob
+    /// crate's `fill_todo`).
+    fn fill(&mut self, idx: usize, path: &Path, path_is_dir: bool) -> Result<()> {
+        let parts = self.parts;
+        let part = &parts[idx];
+        let curdir = path == Path::new(".");
+        if part.literal {
+            let name = part.pattern.as_str();
+            let special = name == "." || name == "..";
+            let next = if curdir {
+                PathBuf::from(name)
+            } else {
+                path.join(name)
+            };
+            let exists = if special {
+                path_is_dir
+            } else {
+                std::fs::metadata(&next).is_ok() || std::fs::symlink_metadata(&next).is_ok()
+            };
+            if exists {
+                let next_is_dir = is_dir(&next);
+                self.add(idx, next, next_is_dir)?;
+            }
+            return Ok(());
+        }
+        if !path_is_dir {
+            return Ok(());
+        }
+        // The loop guard: a `**` lists each real folder once.
+        if part.recursive && !self.searched.first_visit(idx, path) {
+            return Ok(());
+        }
+        let mut children: Vec<(OsString, PathBuf, bool)> = Vec::new();
+        for entry in std::fs::read_dir(path).map_err(|e| Error::io(path, e))? {
+            let entry = entry.map_err(|e| Error::io(path, e))?;
+            let name = entry.file_name();
+            let child = if curdir {
+                PathBuf::from(&name)
+            } else {
+                entry.path()
+            };
+            // A symlink counts as what it leads to.
+            let child_is_dir = match entry.file_type() {
+                Ok(kind) if !kind.is_symlink() => kind.is_dir(),
+                _ => is_dir(&child),
+            };
+            children.push((name, child, child_is_dir));
+        }
+        children.sort_by(|a, b| a.0.cmp(&b.0));
+        // `.` and `..` are never listed; a part that starts with a literal '.' can match them.
+        if part.pattern.as_str().starts_with('.') {
+            for special in [".", ".."] {
+                if part.pattern.matches_with(special, GLOB_OPTIONS) {
+                    let next = path.join(special);
+                    let next_is_dir = is_dir(&next);
+                    self.add(idx, next, next_is_dir)?;
+                }
+            }
+        }
+        for (_, child, child_is_dir) in children {
+            self.candidate(idx, child, child_is_dir)?;
+        }
+        Ok(())
+    }
+
+    /// `path` matched `parts[idx]` already (a literal name, `.` or `..`).
+    fn add(&mut self, idx: usize, path: PathBuf, path_is_dir: bool) -> Result<()> {
+        if idx + 1 == self.parts.len() {
+            if !self.require_dir || path_is_dir {
+                self.found.push(path);
+            }
+            return Ok(());
+        }
+        self.fill(idx + 1, &path, path_is_dir)
+    }
+
+    /// An entry listed for `parts[idx]`: matches it against that part (a `**` takes folders,
+    /// or nothing and passes the entry on to the next part).
+    fn candidate(&mut self, mut idx: usize, path: PathBuf, path_is_dir: bool) -> Result<()> {
+        let parts = self.parts;
+        let last = parts.len() - 1;
+        if parts[idx].recursive {
+            if path_is_dir {
+                self.fill(idx, &path, true)?;
+                if idx == last {
+                    self.found.push(path);
+                    return Ok(());
+                }
+            } else if idx == last {
+                return Ok(());
+            }
+            idx += 1;
+        }
+        // Names that are not UTF-8 never match, as in the glob crate.
+        let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+            return Ok(());
+        };
+        if !parts[idx].pattern.matches_with(name, GLOB_OPTIONS) {
+            return Ok(());
+        }
+        if idx == last {
+            if !self.require_dir || path_is_dir {
+                self.found.push(path);
+            }
+            return Ok(());
+        }
+        self.fill(idx + 1, &path, path_is_dir)
+    }
 }
 
 /// The `name=value` folders on a file's path, outermost first: Hive-style partitions.
@@ -430,6 +708,146 @@ mod tests {
             err.contains("/c/other/a.parquet") && err.contains("[dt]"),
             "{err}"
         );
+    }
+
+    /// `resolve_inputs`, failing instead of hanging when it does not finish in 30 s.
+    #[cfg(unix)]
+    fn resolve_quickly(input: &Path) -> Result<Vec<PathBuf>, String> {
+        let inputs = vec![input.display().to_string()];
+        let (send, receive) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = send.send(resolve_inputs(&inputs).map_err(|e| e.to_string()));
+        });
+        receive
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("resolving {} did not finish in 30 s", input.display()))
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn symlink_loops_are_not_followed() {
+        use std::os::unix::fs::symlink;
+        let temp = tempfile::tempdir().unwrap();
+        let dir = temp.path().join("corpus");
+        std::fs::create_dir(&dir).unwrap();
+        // Resolution only looks for files; it does not read them.
+        std::fs::write(dir.join("x.parquet"), "x").unwrap();
+        symlink(".", dir.join("l1")).unwrap();
+        symlink(".", dir.join("l2")).unwrap();
+        // A loop through a subfolder, and a symlinked file (after x.parquet in path order):
+        // still the one real file, under its own path.
+        std::fs::create_dir(dir.join("sub")).unwrap();
+        symlink("..", dir.join("sub").join("up")).unwrap();
+        symlink("x.parquet", dir.join("z.parquet")).unwrap();
+        let expected = vec![dir.join("x.parquet")];
+        assert_eq!(resolve_quickly(&dir).unwrap(), expected);
+        assert_eq!(
+            resolve_quickly(&dir.join("**").join("*.parquet")).unwrap(),
+            expected
+        );
+        // Through a loop link, and `**` alone (folders, so no file).
+        let files = resolve_quickly(&dir.join("l1").join("**").join("x.parquet")).unwrap();
+        assert_eq!(files.len(), 1, "{files:?}");
+        assert_eq!(
+            std::fs::canonicalize(&files[0]).unwrap(),
+            std::fs::canonicalize(&expected[0]).unwrap()
+        );
+        let err = resolve_quickly(&dir.join("**")).unwrap_err();
+        assert!(err.contains("matches no file"), "{err}");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_symlink_to_another_folder_is_followed() {
+        use std::os::unix::fs::symlink;
+        let temp = tempfile::tempdir().unwrap();
+        let dir = temp.path().join("corpus");
+        let outside = temp.path().join("outside");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::create_dir(&outside).unwrap();
+        std::fs::write(dir.join("x.parquet"), "x").unwrap();
+        std::fs::write(outside.join("y.parquet"), "y").unwrap();
+        symlink(&outside, dir.join("ext")).unwrap();
+        // Two more links to the outside folder and one back from it: each file once, under
+        // the first path in path order.
+        symlink(&outside, dir.join("ext2")).unwrap();
+        symlink(&dir, outside.join("back")).unwrap();
+        let expected = vec![dir.join("ext").join("y.parquet"), dir.join("x.parquet")];
+        assert_eq!(resolve_quickly(&dir).unwrap(), expected);
+        assert_eq!(
+            resolve_quickly(&dir.join("**").join("*.parquet")).unwrap(),
+            expected
+        );
+        // A folder and a file named as a symlink to it and by its own path: read once.
+        let both = resolve_inputs(&[
+            dir.display().to_string(),
+            outside.join("y.parquet").display().to_string(),
+        ])
+        .unwrap();
+        assert_eq!(both, expected);
+    }
+
+    /// Without loops (nor two paths to one folder under a `**`), patterns expand to the paths
+    /// `glob::glob` finds.
+    #[cfg(unix)]
+    #[test]
+    fn globs_expand_as_the_glob_crate_does() {
+        use std::os::unix::fs::symlink;
+        let temp = tempfile::tempdir().unwrap();
+        let top = temp.path();
+        let dir = top.join("corpus");
+        for folder in ["a/b", "a/c", "_hidden", ".dot", "dt=1/x"] {
+            std::fs::create_dir_all(dir.join(folder)).unwrap();
+        }
+        std::fs::create_dir(top.join("outside")).unwrap();
+        for file in [
+            "c.parquet",
+            "a/d.parquet",
+            "a/b/e.parquet",
+            "a/b/f.txt",
+            "a/c/b",
+            ".dot/g.parquet",
+            "_hidden/h.parquet",
+            "dt=1/x/i.parquet",
+            "../outside/j.parquet",
+            "../top.parquet",
+        ] {
+            std::fs::write(dir.join(file), "x").unwrap();
+        }
+        symlink(top.join("outside"), dir.join("ext")).unwrap();
+        symlink("c.parquet", dir.join("link.parquet")).unwrap();
+        symlink("missing.parquet", dir.join("dangling.parquet")).unwrap();
+        let patterns = [
+            "*.parquet",
+            "**/*.parquet",
+            "**/**/*.parquet",
+            "**/*",
+            "*/*.parquet",
+            "*/**/*.parquet",
+            "**/b/*",
+            "**/b/**/*",
+            "a/**",
+            "a/**/",
+            "**",
+            "[a-c]*",
+            "?/*",
+            "a/*/",
+            ".*/*.parquet",
+            "a/../*.parquet",
+            "./*/*.parquet",
+            "dt=*/*/*.parquet",
+            "e[x]t/*",
+            "a//b/*",
+            "nothing/**/*.parquet",
+            "c.parquet/**",
+        ];
+        for pattern in patterns {
+            let pattern = format!("{}/{pattern}", dir.display());
+            let expected: BTreeSet<PathBuf> =
+                glob::glob(&pattern).unwrap().map(|p| p.unwrap()).collect();
+            let found: BTreeSet<PathBuf> = glob_paths(&pattern).unwrap().into_iter().collect();
+            assert_eq!(found, expected, "{pattern}");
+        }
     }
 
     #[test]

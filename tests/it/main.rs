@@ -7,5 +7,6 @@ mod errors;
 mod evaluation;
 mod exactness;
 mod features;
+mod hostile_input;
 mod incremental;
 mod robustness;
