@@ -212,8 +212,11 @@ pub struct GenerateArgs {
 #[command(
     after_help = "Pair precision, recall and F1 count every pair of documents as positive \
 (same cluster) or negative; the adjusted Rand index compares the clusterings (--truth only). \
-With --sweep, the run's pairs (which carry their distance) are filtered and re-clustered for \
-each k, so one run at the largest k scores them all."
+With --labels only the listed pairs count, unless --unlisted negative makes every other pair \
+of the run's documents a negative. With --sweep, the run's pairs (which carry their distance) \
+are filtered and re-clustered for each k, so one run at the largest k scores them all.\n\
+Example:\n  neardup eval --output out/drift --labels drift_dev/pairs.parquet --unlisted negative \
+--sweep 0..=3"
 )]
 pub struct EvalArgs {
     /// Output folder of a run.
@@ -228,10 +231,20 @@ pub struct EvalArgs {
     /// Cluster column of --truth.
     #[arg(long, default_value = "cluster", value_name = "NAME")]
     pub truth_cluster_column: String,
-    /// Labelled pairs (Parquet, CSV or TSV): id_a, id_b, label (1 duplicate, 0 not; without a
-    /// label column every pair listed is a duplicate).
+    /// Labelled pairs (Parquet, CSV or TSV): id_a, id_b, label (1 duplicate, 0 not, -1 ignored
+    /// both ways; integer or boolean; without a label column every pair listed is a duplicate).
+    /// (a, b) and (b, a) are one pair: a pair listed again with the same label counts once, a
+    /// pair with two labels is ignored both ways and a pair of an id with itself is dropped (each
+    /// with a warning); another label, or NULL, is refused.
     #[arg(long, value_name = "FILE")]
     pub labels: Option<PathBuf>,
+    /// With --labels, what a pair of the run's documents that the file does not list is.
+    /// `ignore`: nothing, only listed pairs are scored (for files that list their negatives).
+    /// `negative`: a negative, so every predicted pair (two documents in one group) that is not
+    /// listed is a false positive (for files that list positives and ambiguous pairs only, like
+    /// drift_dev's pairs.parquet). Label -1 pairs are ignored either way.
+    #[arg(long, value_enum, default_value_t = crate::eval::Unlisted::Ignore, requires = "labels")]
+    pub unlisted: crate::eval::Unlisted,
     /// Score every k in a range, e.g. 0..=3 (up to the run's k).
     #[arg(long, value_name = "LOW..=HIGH", value_parser = parse_sweep)]
     pub sweep: Option<(u32, u32)>,
@@ -564,6 +577,7 @@ pub async fn execute(cli: Cli) -> Result<()> {
                 truth_id_column: args.truth_id_column,
                 truth_cluster_column: args.truth_cluster_column,
                 labels: args.labels,
+                unlisted: args.unlisted,
                 sweep: args.sweep,
                 json: args.format == "json",
             };

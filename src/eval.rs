@@ -1,8 +1,16 @@
 //! `neardup eval`: how good are a run's groups against a gold clustering or labelled pairs, and
 //! which k is best. The run's pairs carry their distance, so every k up to the run's is scored
 //! from one matching: filter the pairs, re-cluster, compare.
+//!
+//! Every id of a truth and every pair of a labels file counts once: repeats are refused (an id in
+//! two clusters) or dropped with a warning (a pair listed again with the same label). A pair
+//! listed with two labels is ignored and a row pairing an id with itself dropped, each with a
+//! warning; only a label other than 1, 0 and -1 makes a labels file refused. Labelled pairs
+//! follow drift_dev's rule: -1 is ignored both ways, and with `Unlisted::Negative` every pair the
+//! file does not list is a negative, counted from the group sizes without listing them.
 
-use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use datafusion::arrow::array::{Array, AsArray};
@@ -25,9 +33,65 @@ pub struct EvalOptions {
     pub truth_id_column: String,
     pub truth_cluster_column: String,
     pub labels: Option<PathBuf>,
+    /// With `labels`: whether a pair the file does not list is ignored or a negative.
+    pub unlisted: Unlisted,
     /// Inclusive range of k to score; `None` scores the run's own k.
     pub sweep: Option<(u32, u32)>,
     pub json: bool,
+}
+
+/// What a pair of the run's documents that the labels file does not list counts as.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Unlisted {
+    /// Nothing: only the listed pairs are scored (a predicted pair that is not listed is
+    /// neither a true nor a false positive).
+    #[default]
+    Ignore,
+    /// A negative: a predicted pair that is not listed is a false positive, and every pair of
+    /// the run's documents counts (negatives implicit, as in drift_dev's pairs.parquet).
+    Negative,
+}
+
+/// The label of one listed pair: 1, 0 or -1 in the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Label {
+    /// 1 (or true): a near-duplicate.
+    Duplicate,
+    /// 0 (or false): not a near-duplicate.
+    Distinct,
+    /// -1: ambiguous, scored neither way (a predicted pair is not a false positive, a missed
+    /// one is not a false negative).
+    Ignored,
+}
+
+impl Label {
+    const ALL: [Label; 3] = [Label::Duplicate, Label::Distinct, Label::Ignored];
+
+    pub fn from_value(value: i64) -> Option<Self> {
+        match value {
+            1 => Some(Label::Duplicate),
+            0 => Some(Label::Distinct),
+            -1 => Some(Label::Ignored),
+            _ => None,
+        }
+    }
+
+    pub fn value(self) -> i64 {
+        match self {
+            Label::Duplicate => 1,
+            Label::Distinct => 0,
+            Label::Ignored => -1,
+        }
+    }
+
+    fn bit(self) -> u8 {
+        match self {
+            Label::Duplicate => 1,
+            Label::Distinct => 2,
+            Label::Ignored => 4,
+        }
+    }
 }
 
 /// Pair-counting scores: every pair of documents is a positive (same cluster) or a negative.
@@ -114,19 +178,363 @@ pub fn clusters_at(documents: usize, pairs: &[(usize, usize, u8)], k: u32) -> Ve
     labels
 }
 
+/// Pair scores of labelled pairs against a clustering (one label per document), and how many
+/// predicted pairs are labelled -1 (ignored). `pairs` are document indexes, each pair once and
+/// never a document with itself (`PairBook` makes them so).
+///
+/// With `Unlisted::Ignore` only the listed pairs count: TP and FN are the predicted and missed
+/// label-1 pairs, FP and TN the predicted and separated label-0 ones. With `Unlisted::Negative`
+/// every pair of the documents counts and an unlisted one is a negative. Predicted pairs are
+/// counted from the group sizes (a group of m has m(m-1)/2), never listed: FP = predicted -
+/// TP - predicted and ignored, and TN = all pairs - TP - FP - FN - ignored.
+pub fn score_labelled(
+    clusters: &[u64],
+    pairs: &[(usize, usize, Label)],
+    unlisted: Unlisted,
+) -> (PairScores, u64) {
+    let (mut tp, mut fp, mut fn_, mut tn) = (0u64, 0u64, 0u64, 0u64);
+    let (mut predicted_ignored, mut ignored) = (0u64, 0u64);
+    for &(x, y, label) in pairs {
+        let predicted = clusters[x] == clusters[y];
+        match (label, predicted) {
+            (Label::Duplicate, true) => tp += 1,
+            (Label::Duplicate, false) => fn_ += 1,
+            (Label::Distinct, true) => fp += 1,
+            (Label::Distinct, false) => tn += 1,
+            (Label::Ignored, true) => {
+                ignored += 1;
+                predicted_ignored += 1;
+            }
+            (Label::Ignored, false) => ignored += 1,
+        }
+    }
+    if unlisted == Unlisted::Negative {
+        let mut sizes: HashMap<u64, u64> = HashMap::new();
+        for &c in clusters {
+            *sizes.entry(c).or_default() += 1;
+        }
+        let predicted: u64 = sizes.values().map(|&m| pairs_of(m)).sum();
+        // Listed pairs are distinct, so the predicted ones among them are at most all predicted.
+        debug_assert!(tp + fp + predicted_ignored <= predicted);
+        fp = predicted.saturating_sub(tp + predicted_ignored);
+        tn = pairs_of(clusters.len() as u64).saturating_sub(tp + fp + fn_ + ignored);
+    }
+    (PairScores::from_counts(tp, fp, fn_, tn), predicted_ignored)
+}
+
+/// Ids not in the run, each once, with the first few in the order read.
+#[derive(Debug, Default)]
+struct UnknownIds {
+    seen: HashSet<String>,
+    examples: Vec<String>,
+}
+
+impl UnknownIds {
+    fn add(&mut self, id: &str) {
+        if !self.seen.contains(id) {
+            self.seen.insert(id.to_string());
+            if self.examples.len() < 10 {
+                self.examples.push(id.to_string());
+            }
+        }
+    }
+}
+
+/// How many times each id of a truth file is listed: a counter per run document, a map for
+/// the ids the run does not have (few, usually).
+#[derive(Debug)]
+pub struct IdTally {
+    in_run: Vec<u32>,
+    elsewhere: HashMap<String, u32>,
+    /// Ids listed more than once, in the order of their second listing.
+    repeated: Vec<(String, Option<usize>)>,
+}
+
+impl IdTally {
+    pub fn new(documents: usize) -> Self {
+        Self {
+            in_run: vec![0; documents],
+            elsewhere: HashMap::new(),
+            repeated: Vec::new(),
+        }
+    }
+
+    /// Counts `id` (run document `doc`, if the run has it); true the first time it is seen.
+    pub fn add(&mut self, id: &str, doc: Option<usize>) -> bool {
+        let count = match doc {
+            Some(doc) => &mut self.in_run[doc],
+            None => self.elsewhere.entry(id.to_string()).or_default(),
+        };
+        *count += 1;
+        if *count == 2 {
+            self.repeated.push((id.to_string(), doc));
+        }
+        *count == 1
+    }
+
+    /// The ids listed more than once and how many times, in the order they were repeated.
+    pub fn repeated(&self) -> Vec<(&str, u32)> {
+        self.repeated
+            .iter()
+            .map(|(id, doc)| {
+                let count = match doc {
+                    Some(doc) => self.in_run[*doc],
+                    None => self.elsewhere[id],
+                };
+                (id.as_str(), count)
+            })
+            .collect()
+    }
+}
+
+/// A pair as the labels file names it: by run document (smaller index first), or by its ids
+/// (smaller first) when the run lacks one of them.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum PairKey {
+    Run(usize, usize),
+    Other(String, String),
+}
+
+#[derive(Debug, Default)]
+struct Seen {
+    /// `Label::bit`s of every label the pair was listed with.
+    labels: u8,
+    rows: u32,
+}
+
+fn labels_of(bits: u8) -> Vec<Label> {
+    Label::ALL
+        .into_iter()
+        .filter(|l| bits & l.bit() != 0)
+        .collect()
+}
+
+/// How many examples an error or a warning about rows shows.
+const EXAMPLES: usize = 5;
+
+/// The rows of a labels file, checked: (a, b) and (b, a) are one pair, a pair listed again with
+/// the same label is kept once, a pair listed with two labels is kept as ignored (scored neither
+/// way), a row pairing an id with itself is dropped, and a label other than 1, 0 and -1 (or
+/// NULL) makes the file refused (`finish`).
+#[derive(Debug, Default)]
+pub struct PairBook {
+    seen: HashMap<PairKey, Seen>,
+    /// Pairs listed with different labels, in the order noticed, as shown in warnings.
+    conflicts: Vec<(PairKey, String)>,
+    self_pairs: Vec<String>,
+    self_pair_rows: u64,
+    bad_labels: Vec<String>,
+    bad_label_count: u64,
+    unknown: UnknownIds,
+}
+
+/// A labels file's pairs once checked: each pair once.
+#[derive(Debug)]
+pub struct LabelledPairs {
+    /// Pairs of run documents (smaller index first), sorted. A pair listed with different
+    /// labels is here as `Label::Ignored`: scored neither way, like a -1.
+    pub pairs: Vec<(usize, usize, Label)>,
+    /// Pairs listed more than once with one label, and the rows dropped as repeats.
+    pub repeated_pairs: u64,
+    pub dropped_rows: u64,
+    /// Rows that pair an id with itself, all dropped.
+    pub self_pair_rows: u64,
+    self_pair_examples: Vec<String>,
+    /// Pairs listed with different labels (in the whole file, and of two run documents), all
+    /// ignored.
+    pub contradicting_pairs: u64,
+    pub contradicting_in_run: u64,
+    contradicting_examples: Vec<String>,
+    unknown: UnknownIds,
+}
+
+impl PairBook {
+    /// One row: ids `a` and `b`, the label's value (`None`: NULL), the run's documents by id.
+    pub fn add(&mut self, a: &str, b: &str, label: Option<i64>, index: &HashMap<String, usize>) {
+        let shown = || format!("({a}, {b})");
+        // A bad label is a malformed file whatever the ids: checked first.
+        let Some(label) = label.and_then(Label::from_value) else {
+            self.bad_label_count += 1;
+            if self.bad_labels.len() < EXAMPLES {
+                let value = label.map_or("NULL".to_string(), |v| v.to_string());
+                self.bad_labels.push(format!("{value} for {}", shown()));
+            }
+            return;
+        };
+        if a == b {
+            self.self_pair_rows += 1;
+            let shown = shown();
+            if self.self_pairs.len() < EXAMPLES && !self.self_pairs.contains(&shown) {
+                self.self_pairs.push(shown);
+            }
+            return;
+        }
+        let key = match (index.get(a), index.get(b)) {
+            (Some(&x), Some(&y)) => PairKey::Run(x.min(y), x.max(y)),
+            (x, y) => {
+                for (id, found) in [(a, x), (b, y)] {
+                    if found.is_none() {
+                        self.unknown.add(id);
+                    }
+                }
+                let (low, high) = if a < b { (a, b) } else { (b, a) };
+                PairKey::Other(low.to_string(), high.to_string())
+            }
+        };
+        match self.seen.entry(key) {
+            Entry::Vacant(entry) => {
+                entry.insert(Seen {
+                    labels: label.bit(),
+                    rows: 1,
+                });
+            }
+            Entry::Occupied(mut entry) => {
+                let seen = entry.get_mut();
+                seen.rows += 1;
+                let agreed = seen.labels.count_ones() == 1;
+                seen.labels |= label.bit();
+                if agreed && seen.labels.count_ones() > 1 {
+                    let key = entry.key().clone();
+                    self.conflicts.push((key, shown()));
+                }
+            }
+        }
+    }
+
+    /// The checked pairs, or an error naming `file` and the first few rows with a label other
+    /// than 1, 0 and -1. Self pairs and contradicting pairs are not errors: `LabelledPairs::
+    /// warnings` says what became of them.
+    pub fn finish(self, file: &Path) -> Result<LabelledPairs> {
+        if self.bad_label_count > 0 {
+            return Err(Error::Input(format!(
+                "labels {}: {} rows have a label other than 1 (duplicate), 0 (not) or -1 \
+                 (ignored), e.g. {}; give each pair one of those labels",
+                file.display(),
+                self.bad_label_count,
+                self.bad_labels.join(", ")
+            )));
+        }
+        let contradicting_examples: Vec<String> = self
+            .conflicts
+            .iter()
+            .take(EXAMPLES)
+            .map(|(key, shown)| {
+                let seen = &self.seen[key];
+                let labels: Vec<String> = labels_of(seen.labels)
+                    .iter()
+                    .map(|l| l.value().to_string())
+                    .collect();
+                format!(
+                    "{shown} labelled {} ({} rows)",
+                    labels.join(" and "),
+                    seen.rows
+                )
+            })
+            .collect();
+        let (mut repeated_pairs, mut dropped_rows, mut contradicting_in_run) = (0, 0, 0);
+        let mut pairs = Vec::new();
+        for (key, seen) in self.seen {
+            let labels = labels_of(seen.labels);
+            // A pair with two labels: all its rows are ignored, none counts as a repeat.
+            let label = if labels.len() > 1 {
+                if let PairKey::Run(..) = key {
+                    contradicting_in_run += 1;
+                }
+                Label::Ignored
+            } else {
+                if seen.rows > 1 {
+                    repeated_pairs += 1;
+                    dropped_rows += u64::from(seen.rows - 1);
+                }
+                labels[0]
+            };
+            if let PairKey::Run(x, y) = key {
+                pairs.push((x, y, label));
+            }
+        }
+        pairs.sort_unstable_by_key(|p| (p.0, p.1));
+        Ok(LabelledPairs {
+            pairs,
+            repeated_pairs,
+            dropped_rows,
+            self_pair_rows: self.self_pair_rows,
+            self_pair_examples: self.self_pairs,
+            contradicting_pairs: self.conflicts.len() as u64,
+            contradicting_in_run,
+            contradicting_examples,
+            unknown: self.unknown,
+        })
+    }
+}
+
+impl LabelledPairs {
+    /// What was dropped or ignored, one line each (without the `neardup: warning: ` prefix),
+    /// naming `file`: rows pairing an id with itself, pairs with contradicting labels, repeats.
+    pub fn warnings(&self, file: &Path) -> Vec<String> {
+        let file = file.display();
+        let mut warnings = Vec::new();
+        if self.self_pair_rows > 0 {
+            warnings.push(format!(
+                "labels {file}: {} rows pair a document with itself (e.g. {}); they say nothing \
+                 about two documents and are not scored",
+                self.self_pair_rows,
+                self.self_pair_examples.join(", ")
+            ));
+        }
+        if self.contradicting_pairs > 0 {
+            warnings.push(format!(
+                "labels {file}: {} pairs are listed with different labels ((a, b) and (b, a) are \
+                 the same pair), e.g. {}; they are not scored (ignored both ways, like label -1)",
+                self.contradicting_pairs,
+                self.contradicting_examples.join(", ")
+            ));
+        }
+        if self.dropped_rows > 0 {
+            warnings.push(format!(
+                "labels {file}: {} pairs are listed more than once with the same label ((a, b) \
+                 and (b, a) are the same pair); dropped the {} repeated rows, so each pair \
+                 counts once",
+                self.repeated_pairs, self.dropped_rows
+            ));
+        }
+        warnings
+    }
+}
+
 #[derive(Debug, Serialize)]
 struct Row {
     k: u32,
     #[serde(flatten)]
     scores: PairScores,
     adjusted_rand_index: Option<f64>,
+    /// Labelled pairs only: predicted pairs labelled -1 or listed with contradicting labels,
+    /// counted neither as TP nor as FP.
+    predicted_ignored: Option<u64>,
 }
 
 #[derive(Debug, Serialize)]
 struct Report {
     run_k: u32,
     documents: usize,
+    /// Truth: its ids found in the run. Labelled pairs: the run's documents in the scored
+    /// pairs (label 1 or 0), or every document of the run with `--unlisted negative`.
     scored_documents: usize,
+    /// Labelled pairs only: how a pair the file does not list was counted.
+    unlisted: Option<Unlisted>,
+    /// Labelled pairs only: listed pairs of the run's documents labelled 1 or 0, each once.
+    scored_pairs: Option<u64>,
+    /// Labelled pairs only: listed pairs of the run's documents labelled -1.
+    ignored_pairs: Option<u64>,
+    /// Labelled pairs only: rows dropped because they list a pair again with the same label.
+    repeated_pairs_dropped: Option<u64>,
+    /// Labelled pairs only: rows dropped because they pair an id with itself.
+    self_pairs_dropped: Option<u64>,
+    /// Labelled pairs only: pairs of the file listed with different labels, ignored both ways
+    /// (between the run's documents or not, as the warning counts them).
+    contradicting_pairs_ignored: Option<u64>,
+    /// Those of them between two of the run's documents (in the table's first line).
+    #[serde(skip)]
+    contradicting_in_run: u64,
     unknown_ids: Vec<String>,
     unknown_id_count: usize,
     rows: Vec<Row>,
@@ -235,6 +643,11 @@ pub async fn eval(options: &EvalOptions) -> Result<String> {
             "give exactly one of --truth and --labels".into(),
         ));
     }
+    if options.truth.is_some() && options.unlisted != Unlisted::Ignore {
+        return Err(Error::Usage(
+            "--unlisted is for --labels: a truth scores every pair of its documents".into(),
+        ));
+    }
     let summary = Summary::read(&options.output.join(SUMMARY_FILE))?;
     let run_k = summary.parameters.k;
     let (low, high) = options.sweep.unwrap_or((run_k, run_k));
@@ -258,6 +671,13 @@ pub async fn eval(options: &EvalOptions) -> Result<String> {
         run_k,
         documents: run.fingerprints.len(),
         scored_documents: 0,
+        unlisted: None,
+        scored_pairs: None,
+        ignored_pairs: None,
+        repeated_pairs_dropped: None,
+        self_pairs_dropped: None,
+        contradicting_pairs_ignored: None,
+        contradicting_in_run: 0,
         unknown_ids: Vec::new(),
         unknown_id_count: 0,
         rows: Vec::new(),
@@ -265,7 +685,7 @@ pub async fn eval(options: &EvalOptions) -> Result<String> {
         distance_histogram: None,
         note,
     };
-    let mut unknown = Vec::new();
+    let mut unknown = UnknownIds::default();
     if let Some(truth) = &options.truth {
         register_file(&ctx, "truth", truth).await?;
         let sql = format!(
@@ -275,6 +695,7 @@ pub async fn eval(options: &EvalOptions) -> Result<String> {
         );
         let mut members = Vec::new();
         let mut cluster_numbers: HashMap<String, u64> = HashMap::new();
+        let mut tally = IdTally::new(run.fingerprints.len());
         for batch in query_batches(&ctx, &sql).await? {
             let (ids, clusters) = (
                 batch.column(0).as_string::<i32>(),
@@ -282,8 +703,13 @@ pub async fn eval(options: &EvalOptions) -> Result<String> {
             );
             for i in 0..batch.num_rows() {
                 let id = ids.value(i);
-                match run.index.get(id) {
-                    Some(&doc) => {
+                let doc = run.index.get(id).copied();
+                // A repeated id is refused below: it would be scored twice, or be in two clusters.
+                if !tally.add(id, doc) {
+                    continue;
+                }
+                match doc {
+                    Some(doc) => {
                         let next = cluster_numbers.len() as u64;
                         // A NULL cluster is a singleton, not one big cluster of NULLs.
                         let key = if clusters.is_null(i) {
@@ -294,9 +720,24 @@ pub async fn eval(options: &EvalOptions) -> Result<String> {
                         let cluster = *cluster_numbers.entry(key).or_insert(next);
                         members.push((doc, cluster));
                     }
-                    None => unknown.push(id.to_string()),
+                    None => unknown.add(id),
                 }
             }
+        }
+        let repeated = tally.repeated();
+        if !repeated.is_empty() {
+            let examples: Vec<String> = repeated
+                .iter()
+                .take(EXAMPLES)
+                .map(|(id, n)| format!("{id} ({n} times)"))
+                .collect();
+            return Err(Error::Input(format!(
+                "truth {}: {} ids are listed more than once, e.g. {}; an id belongs to one \
+                 cluster, so list each id once",
+                truth.display(),
+                repeated.len(),
+                examples.join(", ")
+            )));
         }
         report.scored_documents = members.len();
         let truth_labels: Vec<u64> = members.iter().map(|m| m.1).collect();
@@ -308,6 +749,7 @@ pub async fn eval(options: &EvalOptions) -> Result<String> {
                 k,
                 scores,
                 adjusted_rand_index: ari,
+                predicted_ignored: None,
             });
         }
     } else if let Some(labels) = &options.labels {
@@ -327,49 +769,67 @@ pub async fn eval(options: &EvalOptions) -> Result<String> {
         let sql = format!(
             "SELECT arrow_cast(id_a, 'Utf8'), arrow_cast(id_b, 'Utf8'), {label} FROM labels"
         );
-        let sql = sql.as_str();
-        let mut labelled = Vec::new();
-        for batch in query_batches(&ctx, sql).await? {
+        let mut book = PairBook::default();
+        for batch in query_batches(&ctx, &sql).await? {
             let (a, b) = (
                 batch.column(0).as_string::<i32>(),
                 batch.column(1).as_string::<i32>(),
             );
             let label = batch.column(2).as_primitive::<Int64Type>();
             for i in 0..batch.num_rows() {
-                match (run.index.get(a.value(i)), run.index.get(b.value(i))) {
-                    (Some(&x), Some(&y)) => labelled.push((x, y, label.value(i) > 0)),
-                    (x, _) => {
-                        unknown.push(if x.is_none() { a.value(i) } else { b.value(i) }.to_string())
-                    }
-                }
+                let value = (!label.is_null(i)).then(|| label.value(i));
+                book.add(a.value(i), b.value(i), value, &run.index);
             }
         }
-        report.scored_documents = labelled.len();
+        let labelled = book.finish(labels)?;
+        for warning in labelled.warnings(labels) {
+            eprintln!("neardup: warning: {warning}");
+        }
+        unknown = labelled.unknown;
+        let pairs = labelled.pairs;
+        // Ignored: labelled -1, or listed with contradicting labels (counted apart).
+        let ignored = pairs.iter().filter(|p| p.2 == Label::Ignored).count() as u64;
+        report.unlisted = Some(options.unlisted);
+        report.scored_pairs = Some(pairs.len() as u64 - ignored);
+        report.ignored_pairs = Some(ignored - labelled.contradicting_in_run);
+        report.repeated_pairs_dropped = Some(labelled.dropped_rows);
+        report.self_pairs_dropped = Some(labelled.self_pair_rows);
+        report.contradicting_pairs_ignored = Some(labelled.contradicting_pairs);
+        report.contradicting_in_run = labelled.contradicting_in_run;
+        report.scored_documents = match options.unlisted {
+            Unlisted::Negative => run.fingerprints.len(),
+            Unlisted::Ignore => pairs
+                .iter()
+                .filter(|p| p.2 != Label::Ignored)
+                .flat_map(|p| [p.0, p.1])
+                .collect::<HashSet<usize>>()
+                .len(),
+        };
         for &k in &ks {
             let clusters = clusters_at(run.fingerprints.len(), &run.pairs, k);
-            let (mut tp, mut fp, mut fn_, mut tn) = (0, 0, 0, 0);
-            for &(x, y, positive) in &labelled {
-                match (clusters[x] == clusters[y], positive) {
-                    (true, true) => tp += 1,
-                    (true, false) => fp += 1,
-                    (false, true) => fn_ += 1,
-                    (false, false) => tn += 1,
-                }
-            }
-            let scores = PairScores::from_counts(tp, fp, fn_, tn);
+            let (scores, predicted_ignored) = score_labelled(&clusters, &pairs, options.unlisted);
             report.rows.push(Row {
                 k,
                 scores,
                 adjusted_rand_index: None,
+                predicted_ignored: Some(predicted_ignored),
             });
         }
+        // Ignored pairs (-1, or two labels) are left out: it is of positives against negatives.
         let mut histogram: std::collections::BTreeMap<Option<u32>, (u64, u64)> = Default::default();
-        for &(x, y, positive) in &labelled {
+        for &(x, y, label) in &pairs {
+            if label == Label::Ignored {
+                continue;
+            }
             let distance = run.fingerprints[x]
                 .zip(run.fingerprints[y])
                 .map(|(a, b)| (a ^ b).count_ones());
             let cell = histogram.entry(distance).or_default();
-            if positive { cell.0 += 1 } else { cell.1 += 1 }
+            if label == Label::Duplicate {
+                cell.0 += 1
+            } else {
+                cell.1 += 1
+            }
         }
         report.distance_histogram = Some(
             histogram
@@ -378,9 +838,8 @@ pub async fn eval(options: &EvalOptions) -> Result<String> {
                 .collect(),
         );
     }
-    report.unknown_id_count = unknown.len();
-    unknown.truncate(10);
-    report.unknown_ids = unknown;
+    report.unknown_id_count = unknown.seen.len();
+    report.unknown_ids = unknown.examples;
     report.best_k_by_f1 = report
         .rows
         .iter()
@@ -400,13 +859,44 @@ pub async fn eval(options: &EvalOptions) -> Result<String> {
 fn render_table(report: &Report) -> String {
     let show = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.4}"));
     let mut out = format!(
-        "run k = {}; {} documents in the run; {} scored\n\n| k | TP | FP | FN | TN | precision | recall | F1 | ARI |\n|---|---|---|---|---|---|---|---|---|\n",
-        report.run_k, report.documents, report.scored_documents
+        "run k = {}; {} documents in the run; ",
+        report.run_k, report.documents
     );
+    match (report.unlisted, report.scored_pairs) {
+        (Some(unlisted), Some(scored)) => {
+            out += &format!(
+                "{scored} labelled pairs scored ({} documents)",
+                report.scored_documents
+            );
+            if let Some(ignored) = report.ignored_pairs.filter(|&n| n > 0) {
+                out += &format!("; {ignored} labelled -1, ignored");
+            }
+            if report.contradicting_in_run > 0 {
+                out += &format!(
+                    "; {} with contradicting labels, ignored",
+                    report.contradicting_in_run
+                );
+            }
+            if unlisted == Unlisted::Negative {
+                out += "; every unlisted pair of the run's documents is a negative";
+            }
+            out += "\n";
+        }
+        _ => out += &format!("{} scored\n", report.scored_documents),
+    }
+    // The ignored column only when the labels have -1 or contradicting pairs.
+    let with_ignored =
+        report.ignored_pairs.is_some_and(|n| n > 0) || report.contradicting_in_run > 0;
+    out += "\n| k | TP | FP | FN | TN | precision | recall | F1 | ARI |";
+    out += if with_ignored {
+        " ignored |\n|---|---|---|---|---|---|---|---|---|---|\n"
+    } else {
+        "\n|---|---|---|---|---|---|---|---|---|\n"
+    };
     for row in &report.rows {
         let s = &row.scores;
         out += &format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             row.k,
             s.true_positives,
             s.false_positives,
@@ -417,6 +907,18 @@ fn render_table(report: &Report) -> String {
             show(s.f1),
             show(row.adjusted_rand_index)
         );
+        if with_ignored {
+            out += &format!(" {} |", row.predicted_ignored.unwrap_or(0));
+        }
+        out += "\n";
+    }
+    if with_ignored {
+        out += if report.contradicting_in_run > 0 {
+            "\nignored: predicted pairs labelled -1 or with contradicting labels (neither TP nor \
+             FP)\n"
+        } else {
+            "\nignored: predicted pairs labelled -1 (neither TP nor FP)\n"
+        };
     }
     if let Some(k) = report.best_k_by_f1 {
         out += &format!("\nbest k by F1: {k}\n");
@@ -496,6 +998,284 @@ mod tests {
         let (s, ari) = score_clustering(&[1, 1, 1, 2, 2], &[1, 1, 2, 2, 2]);
         assert_eq!(s.true_positives, 2);
         assert!(close(ari, 1.0 / 6.0), "{ari:?}");
+    }
+
+    #[test]
+    fn labelled_pairs_hand_computed_both_ways() {
+        // Groups {0,1,2} and {3,4}; 5 alone. 0-1 is found (TP), 0-2 is predicted but ignored,
+        // 3-4 is a predicted label-0 pair (FP), 1-5 a missed duplicate (FN), 2-5 ignored apart.
+        let clusters = [0, 0, 0, 3, 3, 5];
+        let pairs = [
+            (0, 1, Label::Duplicate),
+            (0, 2, Label::Ignored),
+            (3, 4, Label::Distinct),
+            (1, 5, Label::Duplicate),
+            (2, 5, Label::Ignored),
+        ];
+        let (s, ignored) = score_labelled(&clusters, &pairs, Unlisted::Ignore);
+        let counts = |s: &PairScores| {
+            (
+                s.true_positives,
+                s.false_positives,
+                s.false_negatives,
+                s.true_negatives,
+            )
+        };
+        assert_eq!((counts(&s), ignored), ((1, 1, 1, 0), 1));
+        assert!(close(s.precision, 0.5) && close(s.recall, 0.5));
+        // Unlisted negative: 4 predicted pairs (3 + 1); FP = 4 - 1 TP - 1 ignored = 2 (the
+        // unlisted 1-2 and the label-0 3-4); TN = 15 - 1 - 2 - 1 - 2 ignored = 9.
+        let (s, ignored) = score_labelled(&clusters, &pairs, Unlisted::Negative);
+        assert_eq!((counts(&s), ignored), ((1, 2, 1, 9), 1));
+        assert!(close(s.precision, 1.0 / 3.0) && close(s.recall, 0.5));
+    }
+
+    #[test]
+    fn labelled_pairs_agree_with_counting_every_pair() {
+        let mut random = crate::generate::SplitMix64(11);
+        for round in 0..200 {
+            let n = 2 + random.below(12);
+            let clusters: Vec<u64> = (0..n).map(|_| random.below(n / 2 + 1) as u64).collect();
+            let mut labels: HashMap<(usize, usize), Label> = HashMap::new();
+            for _ in 0..random.below(2 * n) {
+                let (a, b) = (random.below(n), random.below(n));
+                if a != b {
+                    let label = Label::ALL[random.below(3)];
+                    labels.insert((a.min(b), a.max(b)), label);
+                }
+            }
+            let pairs: Vec<(usize, usize, Label)> =
+                labels.iter().map(|(&(a, b), &l)| (a, b, l)).collect();
+            for unlisted in [Unlisted::Ignore, Unlisted::Negative] {
+                // Every pair, one by one, with the rule as drift_dev's README states it.
+                let (mut tp, mut fp, mut fn_, mut tn, mut ignored) = (0, 0, 0, 0, 0);
+                for a in 0..n {
+                    for b in a + 1..n {
+                        let predicted = clusters[a] == clusters[b];
+                        let label = match (labels.get(&(a, b)), unlisted) {
+                            (Some(&l), _) => l,
+                            (None, Unlisted::Negative) => Label::Distinct,
+                            (None, Unlisted::Ignore) => continue,
+                        };
+                        match (label, predicted) {
+                            (Label::Duplicate, true) => tp += 1,
+                            (Label::Duplicate, false) => fn_ += 1,
+                            (Label::Distinct, true) => fp += 1,
+                            (Label::Distinct, false) => tn += 1,
+                            (Label::Ignored, true) => ignored += 1,
+                            (Label::Ignored, false) => {}
+                        }
+                    }
+                }
+                let (s, predicted_ignored) = score_labelled(&clusters, &pairs, unlisted);
+                assert_eq!(
+                    (
+                        s.true_positives,
+                        s.false_positives,
+                        s.false_negatives,
+                        s.true_negatives,
+                        predicted_ignored
+                    ),
+                    (tp, fp, fn_, tn, ignored),
+                    "round {round}, {unlisted:?}"
+                );
+            }
+        }
+    }
+
+    fn run_index(ids: &[&str]) -> HashMap<String, usize> {
+        ids.iter()
+            .enumerate()
+            .map(|(i, id)| (id.to_string(), i))
+            .collect()
+    }
+
+    #[test]
+    fn repeated_pairs_count_once_whichever_way_round() {
+        let index = run_index(&["a", "b", "c"]);
+        let mut book = PairBook::default();
+        book.add("a", "b", Some(1), &index);
+        book.add("b", "a", Some(1), &index);
+        book.add("a", "b", Some(1), &index);
+        book.add("c", "a", Some(-1), &index);
+        book.add("a", "c", Some(-1), &index);
+        book.add("b", "c", Some(0), &index);
+        // Ids the run lacks: each reported once, their repeats dropped all the same.
+        book.add("x", "a", Some(1), &index);
+        book.add("a", "x", Some(1), &index);
+        book.add("y", "x", Some(0), &index);
+        let checked = book.finish(Path::new("labels.tsv")).unwrap();
+        assert_eq!(
+            checked.pairs,
+            [
+                (0, 1, Label::Duplicate),
+                (0, 2, Label::Ignored),
+                (1, 2, Label::Distinct)
+            ]
+        );
+        assert_eq!((checked.repeated_pairs, checked.dropped_rows), (3, 4));
+        assert_eq!(
+            (checked.self_pair_rows, checked.contradicting_pairs),
+            (0, 0)
+        );
+        assert_eq!(checked.unknown.examples, ["x", "y"]);
+        assert_eq!(checked.unknown.seen.len(), 2);
+        let warnings = checked.warnings(Path::new("labels.tsv"));
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0].starts_with("labels labels.tsv: 3 pairs are listed more than once"),
+            "{warnings:?}"
+        );
+    }
+
+    #[test]
+    fn contradicting_and_self_pairs_are_warned_about_and_not_scored() {
+        let index = run_index(&["a", "b", "c", "d"]);
+        let mut book = PairBook::default();
+        for (a, b, label) in [
+            // One pair, labelled 1 and 0: ignored, its 3 rows not counted as repeats.
+            ("a", "b", 1),
+            ("b", "a", 0),
+            ("a", "b", 1),
+            ("a", "c", 1),
+            ("c", "a", 1),
+            // Two labels between ids the run lacks: warned about all the same.
+            ("x", "y", 1),
+            ("y", "x", -1),
+            // Self pairs, whatever their label and whether the run has the id: dropped.
+            ("a", "a", 1),
+            ("d", "d", 0),
+            ("a", "a", 1),
+            ("z", "z", -1),
+            ("c", "d", -1),
+        ] {
+            book.add(a, b, Some(label), &index);
+        }
+        let file = Path::new("dir/labels.parquet");
+        let checked = book.finish(file).unwrap();
+        assert_eq!(
+            checked.pairs,
+            [
+                (0, 1, Label::Ignored),
+                (0, 2, Label::Duplicate),
+                (2, 3, Label::Ignored)
+            ]
+        );
+        assert_eq!((checked.repeated_pairs, checked.dropped_rows), (1, 1));
+        assert_eq!(checked.self_pair_rows, 4);
+        assert_eq!(
+            (checked.contradicting_pairs, checked.contradicting_in_run),
+            (2, 1)
+        );
+        // z is only in a self pair: dropped before it is looked up.
+        assert_eq!(checked.unknown.examples, ["x", "y"]);
+        assert_eq!(
+            checked.warnings(file),
+            [
+                "labels dir/labels.parquet: 4 rows pair a document with itself (e.g. (a, a), \
+                 (d, d), (z, z)); they say nothing about two documents and are not scored",
+                "labels dir/labels.parquet: 2 pairs are listed with different labels ((a, b) and \
+                 (b, a) are the same pair), e.g. (b, a) labelled 1 and 0 (3 rows), (y, x) \
+                 labelled 1 and -1 (2 rows); they are not scored (ignored both ways, like label \
+                 -1)",
+                "labels dir/labels.parquet: 1 pairs are listed more than once with the same label \
+                 ((a, b) and (b, a) are the same pair); dropped the 1 repeated rows, so each pair \
+                 counts once",
+            ]
+        );
+        // Groups {a, b} and {c, d}: the contradicting a-b is predicted but neither TP nor FP,
+        // whether unlisted pairs are ignored or negatives (6 pairs: FP = 2 predicted - 0 TP -
+        // 2 ignored = 0; TN = 6 - 0 - 0 - 1 FN - 2 ignored = 3).
+        let clusters = [0, 0, 2, 2];
+        for (unlisted, tn) in [(Unlisted::Ignore, 0), (Unlisted::Negative, 3)] {
+            let (s, ignored) = score_labelled(&clusters, &checked.pairs, unlisted);
+            assert_eq!(
+                (
+                    s.true_positives,
+                    s.false_positives,
+                    s.false_negatives,
+                    s.true_negatives,
+                    ignored
+                ),
+                (0, 0, 1, tn, 2),
+                "{unlisted:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn warnings_show_five_examples() {
+        let index = run_index(&[]);
+        let mut book = PairBook::default();
+        for i in 0..7 {
+            let (p, q) = (format!("p{i}"), format!("q{i}"));
+            book.add(&p, &q, Some(1), &index);
+            book.add(&q, &p, Some(0), &index);
+            book.add(&p, &p, Some(1), &index);
+        }
+        let file = Path::new("labels.tsv");
+        let warnings = book.finish(file).unwrap().warnings(file);
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert!(
+            warnings[0].contains(
+                "7 rows pair a document with itself (e.g. (p0, p0), (p1, p1), \
+                 (p2, p2), (p3, p3), (p4, p4)); they"
+            ),
+            "{warnings:?}"
+        );
+        assert!(
+            warnings[1].contains("7 pairs are listed with different labels"),
+            "{warnings:?}"
+        );
+        assert_eq!(
+            warnings[1].matches("labelled 1 and 0 (2 rows)").count(),
+            5,
+            "{warnings:?}"
+        );
+    }
+
+    #[test]
+    fn labels_other_than_1_0_and_minus_1_are_refused() {
+        let index = run_index(&["a", "b", "c"]);
+        let mut book = PairBook::default();
+        // A self pair or a contradiction does not hide a bad label: the file is malformed.
+        for (a, b, label) in [
+            ("a", "b", Some(2)),
+            ("a", "c", None),
+            ("a", "a", Some(3)),
+            ("b", "c", Some(1)),
+            ("c", "b", Some(0)),
+        ] {
+            book.add(a, b, label, &index);
+        }
+        let bad = book
+            .finish(Path::new("dir/labels.parquet"))
+            .unwrap_err()
+            .to_string();
+        assert!(bad.contains("dir/labels.parquet"), "{bad}");
+        assert!(
+            bad.contains("3 rows have a label other than 1")
+                && bad.contains("2 for (a, b)")
+                && bad.contains("NULL for (a, c)")
+                && bad.contains("3 for (a, a)"),
+            "{bad}"
+        );
+    }
+
+    #[test]
+    fn repeated_truth_ids_are_found_in_and_out_of_the_run() {
+        let mut tally = IdTally::new(3);
+        assert!(tally.add("a", Some(0)));
+        assert!(tally.add("z", None));
+        assert!(!tally.add("a", Some(0)));
+        assert!(tally.add("b", Some(1)));
+        assert!(!tally.add("z", None));
+        assert!(!tally.add("z", None));
+        assert!(!tally.add("a", Some(0)));
+        assert_eq!(tally.repeated(), [("a", 3), ("z", 3)]);
+        let mut once = IdTally::new(2);
+        assert!(once.add("a", Some(0)) && once.add("b", Some(1)) && once.add("c", None));
+        assert!(once.repeated().is_empty());
     }
 
     #[test]

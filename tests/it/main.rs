@@ -4,6 +4,7 @@ mod cluster;
 mod common;
 mod end_to_end;
 mod errors;
+mod eval_scoring;
 mod evaluation;
 mod exactness;
 mod features;
