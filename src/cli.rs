@@ -65,6 +65,16 @@ pub struct SchedulerArgs {
     /// Address and port to listen on (port 0: any free port; the one bound is printed).
     #[arg(long, default_value = "0.0.0.0:50050", value_name = "HOST:PORT")]
     pub bind: String,
+    /// An executor that has not asked for work for this many seconds is dead: its tasks run
+    /// again on the other executors. At least 10 (a busy executor asks every 5 s). A job whose
+    /// last executor is gone fails when none comes back within twice this (docs/CLUSTER.md).
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = distributed::DEFAULT_EXECUTOR_TIMEOUT_SECONDS,
+        value_parser = clap::value_parser!(u64).range(10..)
+    )]
+    pub executor_timeout: u64,
 }
 
 #[derive(Debug, Args)]
@@ -97,6 +107,15 @@ pub struct ExecutorArgs {
     /// --work-dir [default: Ballista's share of the machine's memory].
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub memory_limit: Option<usize>,
+    /// Exit with an error naming the scheduler's address when it has not answered for this
+    /// many seconds, at start (nothing listening there yet) or later.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = distributed::DEFAULT_SCHEDULER_WAIT.as_secs(),
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    pub scheduler_timeout: u64,
 }
 
 #[derive(Debug, Args)]
@@ -388,15 +407,28 @@ pub struct ConsoleArgs {
     /// (docs/CLUSTER.md).
     #[arg(long, value_name = "df://HOST:PORT", value_parser = Cluster::parse)]
     pub cluster: Option<Cluster>,
+    /// With --cluster df://...: fail the job once the scheduler has had no live executor for
+    /// this many seconds (none registered yet, or all gone) [default: 60].
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        requires = "cluster",
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    pub executor_timeout: Option<u64>,
 }
 
 impl ConsoleArgs {
     fn console(&self) -> job::Console {
+        let wait = self.executor_timeout.map_or(
+            distributed::DEFAULT_EXECUTOR_WAIT,
+            std::time::Duration::from_secs,
+        );
         job::Console {
             threads: self.threads.map(usize::from),
             quiet: self.quiet,
             memory_limit: self.memory_limit,
-            cluster: self.cluster.clone(),
+            cluster: self.cluster.clone().map(|c| c.with_executor_wait(wait)),
         }
     }
 
@@ -630,7 +662,9 @@ pub async fn execute(cli: Cli) -> Result<()> {
             };
             print!("{}", job::compare_plans(&options).await?);
         }
-        Command::Scheduler(args) => distributed::run_scheduler(&args.bind).await?,
+        Command::Scheduler(args) => {
+            distributed::run_scheduler(&args.bind, args.executor_timeout).await?
+        }
         Command::Executor(args) => {
             let options = ExecutorOptions {
                 scheduler: args.scheduler,
@@ -639,6 +673,7 @@ pub async fn execute(cli: Cli) -> Result<()> {
                 concurrent_tasks: args.concurrent_tasks.map(usize::from),
                 work_dir: args.work_dir,
                 memory_limit: args.memory_limit,
+                scheduler_wait: std::time::Duration::from_secs(args.scheduler_timeout),
             };
             distributed::run_executor(&options).await?
         }

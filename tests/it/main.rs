@@ -1,6 +1,7 @@
 //! Integration tests, one binary (each test binary links DataFusion, so there is only one).
 
 mod cluster;
+mod cluster_failures;
 mod common;
 mod end_to_end;
 mod errors;

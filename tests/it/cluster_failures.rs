@@ -1,0 +1,542 @@
+//! Failures of a job on an Apache DataFusion Ballista cluster, with `neardup scheduler` and
+//! `neardup executor` started as separate processes on loopback (docs/CLUSTER.md, "When
+//! something fails"): an executor killed in the middle of a task (its tasks run again on the
+//! other, and the job gives the local run's tables), the only executor killed or none ever
+//! started (the job fails within its `--executor-timeout`, saying so), and addresses that are
+//! not a scheduler's (named, within a bounded time, for clients and executors alike).
+//!
+//! Every process a test starts is killed when the test ends however it ends, and every client
+//! or executor expected to end runs under a deadline, so a regression fails a test instead of
+//! hanging it. The timeouts are the flags' shortest sensible values: `neardup scheduler
+//! --executor-timeout 10`, `run --executor-timeout 2`, `neardup executor --scheduler-timeout 2`.
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use datafusion::arrow::util::pretty::pretty_format_batches;
+
+use crate::common::{fixture, neardup_ok, path_str, query, summary};
+
+/// `neardup scheduler --executor-timeout` here: an executor that has not polled for 10 s is
+/// dead (the least the flag takes: a busy executor polls every 5 s).
+const SCHEDULER_EXECUTOR_TIMEOUT: &str = "10";
+
+/// A neardup process, killed when the test ends however it ends.
+struct Process {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Process {
+    /// Starts the binary with `args`, standard error into `log`. `RUST_LOG` set for the
+    /// servers: Ballista's executors log each task they receive and finish at info, the
+    /// scheduler each executor it finds dead at warn.
+    fn start(args: &[&str], log: PathBuf, server: bool) -> Self {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_neardup"));
+        command
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(File::create(&log).unwrap());
+        if server {
+            command.env("RUST_LOG", "ballista_executor=info,ballista_scheduler=info");
+        }
+        let child = command.spawn().expect("the neardup binary starts");
+        Process { child, log }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// `kill -9`.
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    fn has_ended(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_some()
+    }
+
+    /// Waits for the process to end; kills it at `deadline` and returns `None` then.
+    fn wait_until(&mut self, deadline: Instant) -> Option<ExitStatus> {
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                self.kill();
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A port nobody listens on now (the OS picks it, so parallel test runs do not clash).
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The first line of a process's log that contains `text`, waiting up to a minute for it.
+fn wait_for(process: &Process, text: &str) -> String {
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(60) {
+        if let Some(line) = process.log().lines().find(|l| l.contains(text)) {
+            return line.to_string();
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("no '{text}' in the log:\n{}", process.log());
+}
+
+/// A scheduler on a free loopback port, and its `127.0.0.1:port`.
+fn start_scheduler(dir: &Path) -> (Process, String) {
+    let scheduler = Process::start(
+        &[
+            "scheduler",
+            "--bind",
+            "127.0.0.1:0",
+            "--executor-timeout",
+            SCHEDULER_EXECUTOR_TIMEOUT,
+        ],
+        dir.join("scheduler.log"),
+        true,
+    );
+    let line = wait_for(&scheduler, "scheduler listening on");
+    let port: u16 = line.rsplit(':').next().unwrap().trim().parse().unwrap();
+    (scheduler, format!("127.0.0.1:{port}"))
+}
+
+/// Executor number `n` of one task slot, working for `scheduler`, with `extra` flags.
+fn start_executor(dir: &Path, n: usize, scheduler: &str, extra: &[&str]) -> Process {
+    let work = dir.join(format!("executor{n}"));
+    std::fs::create_dir_all(&work).unwrap();
+    let bind = format!("127.0.0.1:{}", free_port());
+    let mut args = vec![
+        "executor",
+        "--scheduler",
+        scheduler,
+        "--bind",
+        &bind,
+        "--concurrent-tasks",
+        "1",
+        "--work-dir",
+        path_str(&work),
+    ];
+    args.extend_from_slice(extra);
+    Process::start(&args, dir.join(format!("executor{n}.log")), true)
+}
+
+/// `count` executors working for `scheduler`, once each polls it for work.
+fn start_executors(dir: &Path, count: usize, scheduler: &str) -> Vec<Process> {
+    let executors: Vec<Process> = (0..count)
+        .map(|n| start_executor(dir, n, scheduler, &[]))
+        .collect();
+    for executor in &executors {
+        wait_for(executor, "Starting poll work loop with scheduler");
+    }
+    executors
+}
+
+/// A web server that is not a scheduler: answers every request with a small page.
+fn start_http_server() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut request = [0u8; 4096];
+            let _ = stream.read(&mut request);
+            let page = "<html><body>hello</body></html>";
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nServer: test-http\r\nContent-Type: text/html\r\n\
+                 Content-Length: {}\r\nConnection: close\r\n\r\n{page}",
+                page.len()
+            );
+        }
+    });
+    port
+}
+
+/// The shipped sample (its groups) and 3,000 long documents of random digits (no pairs among
+/// them): about 45 MB of text, so that the signature stage's tasks run for seconds and an
+/// executor can be killed in the middle of one.
+fn long_corpus(dir: &Path) -> PathBuf {
+    let path = dir.join("long.parquet");
+    neardup_ok(&[
+        "query",
+        &format!(
+            "CREATE EXTERNAL TABLE sample STORED AS PARQUET LOCATION '{}'; \
+             COPY (SELECT id, text FROM sample \
+                   UNION ALL \
+                   SELECT 1000 + value AS id, \
+                          repeat(concat(CAST(random() AS VARCHAR), ' ', \
+                                        CAST(random() AS VARCHAR), ' '), 400) AS text \
+                   FROM generate_series(1, 3000) \
+                   ORDER BY id) \
+             TO '{}'",
+            path_str(&fixture("sample.parquet")),
+            path_str(&path)
+        ),
+    ]);
+    path
+}
+
+fn run_args<'a>(input: &'a Path, output: &'a Path, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
+        "run",
+        "--input",
+        path_str(input),
+        "--output",
+        path_str(output),
+        "--quiet",
+    ];
+    args.extend_from_slice(extra);
+    args
+}
+
+/// The task an executor's log shows received and not finished, if any.
+fn running_task(log: &str) -> Option<String> {
+    log.lines()
+        .filter_map(|line| line.split_once("Received task: ["))
+        .map(|(_, task)| task.trim_end_matches(']').to_string())
+        .find(|task| !log.contains(&format!("Finished task : [{task}]")))
+}
+
+/// Kills (`kill -9`) the first of `executors` seen in the middle of one task on two looks
+/// 300 ms apart (a task of the signature stage, the long one) while `client` runs; returns
+/// which. An executor in the middle of a task of the client's job holds no result the client
+/// has yet to fetch (results are fetched once the whole job is done).
+fn kill_one_mid_task(executors: &mut [Process], client: &mut Process, deadline: Instant) -> usize {
+    let mut seen: Vec<Option<(String, Instant)>> = vec![None; executors.len()];
+    loop {
+        assert!(
+            !client.has_ended(),
+            "the job ended before any executor was seen in the middle of a task:\n{}",
+            client.log()
+        );
+        assert!(
+            Instant::now() < deadline,
+            "no executor was seen in the middle of a task"
+        );
+        for (n, executor) in executors.iter_mut().enumerate() {
+            let task = running_task(&executor.log());
+            let same = matches!((&seen[n], &task), (Some((old, _)), Some(task)) if old == task);
+            if !same {
+                seen[n] = task.map(|task| (task, Instant::now()));
+            } else if seen[n]
+                .as_ref()
+                .is_some_and(|(_, since)| since.elapsed() >= Duration::from_millis(300))
+            {
+                executor.kill();
+                return n;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Every row of a query over an output, formatted and sorted.
+async fn rows(output: &Path, sql: &str) -> Vec<String> {
+    let batches = query(output, sql).await;
+    let text = pretty_format_batches(&batches).unwrap().to_string();
+    let mut rows: Vec<String> = text
+        .lines()
+        .filter(|line| line.starts_with('|'))
+        .map(str::to_string)
+        .collect();
+    rows.sort();
+    rows
+}
+
+/// Both outputs hold the same tables (dedup by its ids: its texts are the corpus's), and the
+/// same counts.
+async fn assert_same_tables(local: &Path, clustered: &Path) {
+    for sql in [
+        "SELECT id, simhash, input_order FROM signatures",
+        "SELECT * FROM pairs",
+        "SELECT * FROM groups",
+        "SELECT id FROM dedup",
+    ] {
+        let (a, b) = (rows(local, sql).await, rows(clustered, sql).await);
+        assert!(a.len() > 2, "{sql}: the corpus must give rows");
+        assert_eq!(a, b, "{sql}");
+    }
+    assert_eq!(summary(local)["counts"], summary(clustered)["counts"]);
+}
+
+/// No staging folder (`.<output>.neardup-staging-<pid>`) left in `dir`.
+fn assert_no_staging_left(dir: &Path) {
+    let left: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.contains("neardup-staging"))
+        .collect();
+    assert!(left.is_empty(), "staging folders left: {left:?}");
+}
+
+#[tokio::test]
+async fn a_killed_executors_tasks_run_again_on_the_other_and_the_job_gives_the_local_outputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = long_corpus(dir.path());
+    let (scheduler, address) = start_scheduler(dir.path());
+    let mut executors = start_executors(dir.path(), 2, &address);
+    let (local, clustered) = (dir.path().join("local"), dir.path().join("clustered"));
+    neardup_ok(&run_args(&input, &local, &[]));
+
+    let cluster = format!("df://{address}");
+    let mut client = Process::start(
+        &run_args(
+            &input,
+            &clustered,
+            &["--cluster", &cluster, "--threads", "2"],
+        ),
+        dir.path().join("client.log"),
+        false,
+    );
+    let deadline = Instant::now() + Duration::from_secs(240);
+    let killed = kill_one_mid_task(&mut executors, &mut client, deadline);
+    let killed_at = Instant::now();
+    let status = client.wait_until(deadline);
+    let logs = || {
+        format!(
+            "client:\n{}\nscheduler:\n{}\nexecutor 0:\n{}\nexecutor 1:\n{}",
+            client.log(),
+            scheduler.log(),
+            executors[0].log(),
+            executors[1].log()
+        )
+    };
+    assert!(
+        status.is_some_and(|status| status.success()),
+        "run --cluster with executor {killed} killed: {status:?}\n{}",
+        logs()
+    );
+    // The scheduler counted the killed executor dead (10 s without a poll) and its task ran
+    // again on the other one, which ran the rest of the job.
+    assert!(
+        scheduler.log().contains("heartbeat timed out"),
+        "{}",
+        logs()
+    );
+    assert!(
+        executors[1 - killed].log().contains("Finished task"),
+        "{}",
+        logs()
+    );
+    // Bounded: 10 s to find it dead, then the rest of the job on one executor.
+    let took = killed_at.elapsed();
+    assert!(took < Duration::from_secs(180), "{took:?}\n{}", logs());
+    assert_same_tables(&local, &clustered).await;
+}
+
+#[test]
+fn killing_the_only_executor_fails_the_job_within_its_executor_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = long_corpus(dir.path());
+    let (scheduler, address) = start_scheduler(dir.path());
+    let mut executors = start_executors(dir.path(), 1, &address);
+    let output = dir.path().join("out");
+    let cluster = format!("df://{address}");
+    let mut client = Process::start(
+        &run_args(
+            &input,
+            &output,
+            &[
+                "--cluster",
+                &cluster,
+                "--threads",
+                "2",
+                "--executor-timeout",
+                "2",
+            ],
+        ),
+        dir.path().join("client.log"),
+        false,
+    );
+    kill_one_mid_task(
+        &mut executors,
+        &mut client,
+        Instant::now() + Duration::from_secs(120),
+    );
+    let killed_at = Instant::now();
+    let status = client.wait_until(killed_at + Duration::from_secs(90));
+    let message = client.log();
+    assert_eq!(
+        status.and_then(|status| status.code()),
+        Some(1),
+        "{message}\nscheduler:\n{}",
+        scheduler.log()
+    );
+    assert!(
+        message.contains(&format!(
+            "waiting for an executor to register with the scheduler at {address}"
+        )),
+        "{message}"
+    );
+    assert!(
+        message.contains(&format!(
+            "no executor is alive at the scheduler at {address}"
+        )),
+        "{message}"
+    );
+    assert!(!message.contains("panicked"), "{message}");
+    // 10 s for the scheduler to count it dead, 2 s of waiting, half-second looks.
+    let took = killed_at.elapsed();
+    assert!(took < Duration::from_secs(45), "{took:?}\n{message}");
+    assert!(!output.exists());
+    assert_no_staging_left(dir.path());
+}
+
+#[test]
+fn a_job_without_executors_says_it_waits_and_fails_within_its_executor_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_scheduler, address) = start_scheduler(dir.path());
+    let input = fixture("sample.parquet");
+    let output = dir.path().join("out");
+    let cluster = format!("df://{address}");
+    let started = Instant::now();
+    let mut client = Process::start(
+        &run_args(
+            &input,
+            &output,
+            &["--cluster", &cluster, "--executor-timeout", "2"],
+        ),
+        dir.path().join("client.log"),
+        false,
+    );
+    let status = client.wait_until(started + Duration::from_secs(60));
+    let message = client.log();
+    assert_eq!(
+        status.and_then(|status| status.code()),
+        Some(1),
+        "{message}"
+    );
+    assert!(
+        message.contains(&format!(
+            "waiting for an executor to register with the scheduler at {address}"
+        )),
+        "{message}"
+    );
+    assert!(
+        message.contains(&format!(
+            "no executor is alive at the scheduler at {address}"
+        )),
+        "{message}"
+    );
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(30), "{took:?}\n{message}");
+    assert!(!output.exists());
+    assert_no_staging_left(dir.path());
+}
+
+#[test]
+fn an_http_server_given_as_the_cluster_is_named_as_not_a_scheduler() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = start_http_server();
+    let input = fixture("sample.parquet");
+    let output = dir.path().join("out");
+    let cluster = format!("df://127.0.0.1:{port}");
+    let started = Instant::now();
+    let mut client = Process::start(
+        &run_args(&input, &output, &["--cluster", &cluster]),
+        dir.path().join("client.log"),
+        false,
+    );
+    let status = client.wait_until(started + Duration::from_secs(60));
+    let message = client.log();
+    assert_eq!(
+        status.and_then(|status| status.code()),
+        Some(1),
+        "{message}"
+    );
+    assert!(
+        message.contains(&format!("{cluster} is not a Ballista scheduler")),
+        "{message}"
+    );
+    assert!(
+        message.contains("an HTTP server answers there"),
+        "{message}"
+    );
+    assert!(!message.contains("panicked"), "{message}");
+    assert!(started.elapsed() < Duration::from_secs(30));
+    assert!(!output.exists());
+}
+
+#[test]
+fn an_executor_pointed_at_a_wrong_port_exits_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    // Nothing listens there: it retries for its --scheduler-timeout, then gives up.
+    let closed = format!("127.0.0.1:{}", free_port());
+    let started = Instant::now();
+    let mut executor = start_executor(dir.path(), 0, &closed, &["--scheduler-timeout", "2"]);
+    let status = executor.wait_until(started + Duration::from_secs(60));
+    let message = executor.log();
+    assert_eq!(
+        status.and_then(|status| status.code()),
+        Some(1),
+        "{message}"
+    );
+    assert!(
+        message.contains(&format!("no Ballista scheduler answered at {closed}")),
+        "{message}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(30), "{message}");
+
+    // Something else listens there: refused at once, whatever the timeout.
+    let http = format!("127.0.0.1:{}", start_http_server());
+    let started = Instant::now();
+    let mut executor = start_executor(dir.path(), 1, &http, &["--scheduler-timeout", "60"]);
+    let status = executor.wait_until(started + Duration::from_secs(60));
+    let message = executor.log();
+    assert_eq!(
+        status.and_then(|status| status.code()),
+        Some(1),
+        "{message}"
+    );
+    assert!(
+        message.contains(&format!("--scheduler {http} is not a Ballista scheduler")),
+        "{message}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(30), "{message}");
+}
+
+#[test]
+fn an_executor_whose_scheduler_stops_exits_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut scheduler, address) = start_scheduler(dir.path());
+    let mut executor = start_executor(dir.path(), 0, &address, &["--scheduler-timeout", "2"]);
+    wait_for(&executor, "Starting poll work loop with scheduler");
+    scheduler.kill();
+    let stopped = Instant::now();
+    let status = executor.wait_until(stopped + Duration::from_secs(60));
+    let message = executor.log();
+    assert_eq!(
+        status.and_then(|status| status.code()),
+        Some(1),
+        "{message}"
+    );
+    assert!(
+        message.contains(&format!(
+            "the scheduler at {address} has not answered this executor's polls"
+        )),
+        "{message}"
+    );
+    assert!(stopped.elapsed() < Duration::from_secs(30), "{message}");
+}
