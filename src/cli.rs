@@ -543,9 +543,12 @@ pub struct QueryArgs {
     /// How to write the result.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
-    /// Write the result to this file instead of standard output.
+    /// Write the result to this file instead of standard output (appears whole, at the end).
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
+    /// Replace --out if the file exists.
+    #[arg(long, requires = "out")]
+    pub overwrite: bool,
     /// The SQL to run.
     pub sql: String,
 }
@@ -684,6 +687,7 @@ pub async fn execute(cli: Cli) -> Result<()> {
                 sql: args.sql,
                 format: args.format,
                 out: args.out,
+                overwrite: args.overwrite,
             };
             query::query(&options).await?;
         }

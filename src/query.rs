@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use datafusion::arrow::csv;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::arrow::json::LineDelimitedWriter;
-use datafusion::arrow::util::pretty::pretty_format_batches;
+use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion::parquet::arrow::ArrowWriter;
 use datafusion::parquet::basic::{Compression, ZstdLevel};
 use datafusion::parquet::file::properties::WriterProperties;
@@ -16,6 +16,7 @@ use datafusion::prelude::{ParquetReadOptions, SessionContext};
 use datafusion::sql::parser::DFParser;
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use futures::StreamExt;
+use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 
 use crate::error::{Error, QueryContext, Result};
 use crate::job;
@@ -25,7 +26,7 @@ use crate::summary::Summary;
 /// How `query` writes its result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
-    /// An aligned text table (collects the result in memory).
+    /// An aligned text table, streamed; cells are cut to one line of at most 64 columns.
     Table,
     /// CSV with a header row.
     Csv,
@@ -43,6 +44,8 @@ pub struct QueryOptions {
     pub sql: String,
     pub format: Format,
     pub out: Option<PathBuf>,
+    /// Replace `out` if it exists.
+    pub overwrite: bool,
 }
 
 /// The tables a run writes, registered by these names.
@@ -51,6 +54,20 @@ pub const OUTPUT_TABLES: [&str; 4] = ["signatures", "pairs", "groups", "dedup"];
 pub async fn query(options: &QueryOptions) -> Result<()> {
     if options.format == Format::Parquet && options.out.is_none() {
         return Err(Error::Usage("--format parquet needs --out FILE".into()));
+    }
+    if let Some(out) = &options.out {
+        if out.is_dir() {
+            return Err(Error::Usage(format!(
+                "--out {} is a folder; name a file",
+                out.display()
+            )));
+        }
+        if out.exists() && !options.overwrite {
+            return Err(Error::Usage(format!(
+                "--out {} already exists; pass --overwrite to replace it",
+                out.display()
+            )));
+        }
     }
     // Files can be queried by path too: SELECT * FROM 'data/part-0.parquet'.
     let ctx = job::session_context()?.enable_url_table();
@@ -115,20 +132,21 @@ fn partial_path(path: &Path) -> PathBuf {
 async fn write_result<W: Write + Send>(
     frame: datafusion::dataframe::DataFrame,
     format: Format,
-    mut sink: W,
+    sink: W,
 ) -> Result<()> {
     let what = || "running the query".to_string();
-    let write_err = |e: std::io::Error| Error::io("<query output>", e);
+    let write_err = write_error;
     let arrow_err = |e: datafusion::arrow::error::ArrowError| Error::Internal(e.to_string());
-    if format == Format::Table {
-        let batches = frame.collect().await.context(what)?;
-        let table = pretty_format_batches(&batches).map_err(arrow_err)?;
-        writeln!(sink, "{table}").map_err(write_err)?;
-        return sink.flush().map_err(write_err);
-    }
     let schema = frame.schema().inner().clone();
     let mut stream = frame.execute_stream().await.context(what)?;
     match format {
+        Format::Table => {
+            let mut table = TableWriter::new(&schema, sink);
+            while let Some(batch) = stream.next().await {
+                table.write(&batch.context(what)?)?;
+            }
+            table.finish()
+        }
         Format::Csv => {
             let mut writer = csv::WriterBuilder::new().with_header(true).build(sink);
             while let Some(batch) = stream.next().await {
@@ -160,8 +178,160 @@ async fn write_result<W: Write + Send>(
             writer.close().map_err(|e| Error::Internal(e.to_string()))?;
             Ok(())
         }
-        Format::Table => Ok(()),
     }
+}
+
+/// Display columns a table cell shows at most; longer values are cut and end in `…`.
+const CELL_WIDTH: usize = 64;
+/// Rows read before the column widths are fixed; later rows are cut to those widths.
+const ROWS_FOR_WIDTHS: usize = 1000;
+
+/// The table format, streamed: memory holds at most `ROWS_FOR_WIDTHS` rows of cut cells,
+/// whatever the size of the values (a column of 50 MB texts prints one line per row).
+struct TableWriter<W: Write> {
+    sink: W,
+    header: Vec<String>,
+    /// Rows held until the widths are known.
+    pending: Vec<Vec<String>>,
+    widths: Option<Vec<usize>>,
+}
+
+impl<W: Write> TableWriter<W> {
+    fn new(schema: &datafusion::arrow::datatypes::Schema, sink: W) -> Self {
+        let header = schema.fields().iter().map(|f| cell(f.name())).collect();
+        Self {
+            sink,
+            header,
+            pending: Vec::new(),
+            widths: None,
+        }
+    }
+
+    fn write(&mut self, batch: &datafusion::arrow::array::RecordBatch) -> Result<()> {
+        let options = FormatOptions::default().with_null("NULL");
+        let formatters = batch
+            .columns()
+            .iter()
+            .map(|column| ArrayFormatter::try_new(column.as_ref(), &options))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| Error::Internal(format!("formatting the result: {e}")))?;
+        for row in 0..batch.num_rows() {
+            let cells: Vec<String> = formatters
+                .iter()
+                .map(|f| cell(&f.value(row).to_string()))
+                .collect();
+            match &self.widths {
+                Some(_) => self.write_row(&cells)?,
+                None => {
+                    self.pending.push(cells);
+                    if self.pending.len() >= ROWS_FOR_WIDTHS {
+                        self.start()?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Fixes the widths from the header and the rows held, and writes them.
+    fn start(&mut self) -> Result<()> {
+        let mut widths: Vec<usize> = self.header.iter().map(|h| h.width()).collect();
+        for row in &self.pending {
+            for (width, value) in widths.iter_mut().zip(row) {
+                *width = (*width).max(value.width());
+            }
+        }
+        self.widths = Some(widths);
+        self.write_border()?;
+        let header = std::mem::take(&mut self.header);
+        self.write_row(&header)?;
+        self.write_border()?;
+        for row in std::mem::take(&mut self.pending) {
+            self.write_row(&row)?;
+        }
+        Ok(())
+    }
+
+    fn finish(mut self) -> Result<()> {
+        if self.widths.is_none() {
+            self.start()?;
+        }
+        self.write_border()?;
+        self.sink.flush().map_err(write_error)
+    }
+
+    fn write_border(&mut self) -> Result<()> {
+        let widths = self.widths.as_deref().unwrap_or_default();
+        let mut line = String::from("+");
+        for width in widths {
+            line.push_str(&"-".repeat(width + 2));
+            line.push('+');
+        }
+        writeln!(self.sink, "{line}").map_err(write_error)
+    }
+
+    fn write_row(&mut self, cells: &[String]) -> Result<()> {
+        let widths = self.widths.as_deref().unwrap_or_default();
+        let mut line = String::from("|");
+        for (value, &width) in cells.iter().zip(widths) {
+            let value = cut(value, width);
+            line.push(' ');
+            line.push_str(&value);
+            line.push_str(&" ".repeat(width.saturating_sub(value.width()) + 1));
+            line.push('|');
+        }
+        writeln!(self.sink, "{line}").map_err(write_error)
+    }
+}
+
+fn write_error(e: std::io::Error) -> Error {
+    Error::io("<query output>", e)
+}
+
+/// A value as one table cell: line breaks and tabs shown as `\n`, `\t`, other control
+/// characters dropped, cut to `CELL_WIDTH` display columns.
+fn cell(value: &str) -> String {
+    let mut line = String::with_capacity(value.len().min(4 * CELL_WIDTH));
+    let mut width = 0;
+    for c in value.chars() {
+        let shown: &str = match c {
+            '\n' => "\\n",
+            '\r' => "\\r",
+            '\t' => "\\t",
+            c if c.is_control() => continue,
+            _ => "",
+        };
+        if width > CELL_WIDTH {
+            break;
+        }
+        if shown.is_empty() {
+            line.push(c);
+            width += c.width().unwrap_or(0);
+        } else {
+            line.push_str(shown);
+            width += 2;
+        }
+    }
+    cut(&line, CELL_WIDTH)
+}
+
+/// `value` if it fits in `width` display columns, else its first columns and `…`.
+fn cut(value: &str, width: usize) -> String {
+    if value.width() <= width {
+        return value.to_string();
+    }
+    let mut out = String::new();
+    let mut used = 0;
+    for c in value.chars() {
+        let w = c.width().unwrap_or(0);
+        if used + w + 1 > width {
+            break;
+        }
+        out.push(c);
+        used += w;
+    }
+    out.push('…');
+    out
 }
 
 /// Registers the output tables of a complete run (or match) and its input as `corpus`.
