@@ -7,6 +7,7 @@ use clap::{Args, Parser, Subcommand};
 use crate::distributed::{self, Cluster, ExecutorOptions};
 use crate::error::Result;
 use crate::job::{self, MatchOptions, RunOptions};
+use crate::output::Overwrite;
 use crate::pipeline::{Clustering, Matching, PairsListed};
 use crate::query::{self, Format, QueryOptions};
 use crate::summary::Summary;
@@ -336,9 +337,15 @@ pub struct RunArgs {
     /// [default: union-find; sql with --cluster].
     #[arg(long, value_enum)]
     pub clustering: Option<Clustering>,
-    /// Replace --output if it already holds a neardup output.
+    /// Replace --output if it already holds a neardup output. Only neardup's own entries
+    /// (its tables, summary.json, _SUCCESS) are ever replaced; a folder that holds other files
+    /// too is refused unless --keep-other-files is given.
     #[arg(long)]
     pub overwrite: bool,
+    /// With --overwrite: replace neardup's tables in an output folder that also holds other
+    /// files, and keep those files (they move into the new output).
+    #[arg(long, requires = "overwrite")]
+    pub keep_other_files: bool,
     /// Cleaning and feature options, e.g. mode=chars,n=3 (listed below; unset keys keep their
     /// defaults). The same string works in SQL: simhash(text, 'mode=chars,n=3').
     #[arg(long, value_name = "KEY=VALUE,...", default_value = "", hide_default_value = true,
@@ -516,9 +523,15 @@ pub struct MatchArgs {
     /// [default: union-find; sql with --cluster].
     #[arg(long, value_enum)]
     pub clustering: Option<Clustering>,
-    /// Replace --output if it already holds a neardup output.
+    /// Replace --output if it already holds a neardup output. Only neardup's own entries
+    /// (its tables, summary.json, _SUCCESS) are ever replaced; a folder that holds other files
+    /// too is refused unless --keep-other-files is given.
     #[arg(long)]
     pub overwrite: bool,
+    /// With --overwrite: replace neardup's tables in an output folder that also holds other
+    /// files, and keep those files (they move into the new output).
+    #[arg(long, requires = "overwrite")]
+    pub keep_other_files: bool,
     #[command(flatten)]
     pub index: IndexArgs,
     #[command(flatten)]
@@ -574,7 +587,7 @@ pub async fn execute(cli: Cli) -> Result<()> {
                 plan: args.plan,
                 pairs: args.pairs,
                 clustering: args.console.clustering(args.clustering),
-                overwrite: args.overwrite,
+                overwrite: Overwrite::from_flags(args.overwrite, args.keep_other_files),
                 features: with_bits(args.features, args.bits.as_deref())?,
                 index: args.index.options(),
                 partition_by: args.partition_by,
@@ -596,7 +609,7 @@ pub async fn execute(cli: Cli) -> Result<()> {
                 plan: args.plan,
                 pairs: args.pairs,
                 clustering: args.console.clustering(args.clustering),
-                overwrite: args.overwrite,
+                overwrite: Overwrite::from_flags(args.overwrite, args.keep_other_files),
                 index: args.index.options(),
                 console: args.console.console(),
             };

@@ -25,7 +25,7 @@ use datafusion::prelude::{ParquetReadOptions, SessionContext};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, QueryContext, Result};
-use crate::output::{COMPLETE_MARKER, StagingDir};
+use crate::output::{COMPLETE_MARKER, Overwrite, StagingDir};
 
 pub const FORMAT: &str = "neardup-index";
 pub const VERSION: u32 = 1;
@@ -279,7 +279,7 @@ impl Index {
                 number - 1
             )));
         }
-        StagingDir::create(&target, false)
+        StagingDir::create(&target, Overwrite::No)
     }
 
     /// Registers `index_documents`, `index_group_log` and the view `index_groups` (each

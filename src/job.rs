@@ -21,7 +21,7 @@ use crate::error::{Error, QueryContext, Result};
 use crate::fingerprint::BANDS;
 use crate::index::{BatchMeta, Index, IndexMeta};
 use crate::input::{self, Corpus, quote_ident, quote_literal};
-use crate::output::{SUMMARY_FILE, StagingDir};
+use crate::output::{Overwrite, SUMMARY_FILE, StagingDir, refuse_overlap};
 use crate::pipeline::{self, Clustering, Matching, PairsListed, Params};
 use crate::summary::{Counts, IndexReport, Parameters, PlanReport, StageTime, Summary};
 use crate::text::{FeatureOptions, Featurizer};
@@ -51,7 +51,8 @@ pub struct RunOptions {
     pub pairs: PairsListed,
     /// How pairs become components (`--clustering`).
     pub clustering: Clustering,
-    pub overwrite: bool,
+    /// Whether and how an existing output is replaced (`--overwrite`, `--keep-other-files`).
+    pub overwrite: Overwrite,
     /// How texts become features (`--features`; `simhash`'s option string).
     pub features: FeatureOptions,
     /// Match against (and maybe add to) a signature index (`--index`, `--update-index`).
@@ -84,7 +85,8 @@ pub struct MatchOptions {
     pub pairs: PairsListed,
     /// How pairs become components (`--clustering`).
     pub clustering: Clustering,
-    pub overwrite: bool,
+    /// Whether and how an existing output is replaced (`--overwrite`, `--keep-other-files`).
+    pub overwrite: Overwrite,
     /// Match against (and maybe add to) a signature index (`--index`, `--update-index`).
     pub index: Option<IndexOptions>,
     pub console: Console,
@@ -311,6 +313,12 @@ pub async fn run(options: &RunOptions) -> Result<Summary> {
     }
     let mut clock = Stopwatch::new(options.console.quiet);
     let corpus = input::inspect(input::resolve_inputs(&options.inputs)?)?;
+    check_places(
+        &options.output,
+        &options.inputs,
+        &corpus,
+        options.index.as_ref(),
+    )?;
     corpus.check_id_column(&options.id_column)?;
     corpus.check_text_column(&options.text_column)?;
     let partition_by = partition_clause(&corpus, &options.partition_by)?;
@@ -414,6 +422,12 @@ pub async fn match_fingerprints(options: &MatchOptions) -> Result<Summary> {
     )?;
     let mut clock = Stopwatch::new(options.console.quiet);
     let corpus = input::inspect(input::resolve_inputs(&options.signatures)?)?;
+    check_places(
+        &options.output,
+        &options.signatures,
+        &corpus,
+        options.index.as_ref(),
+    )?;
     corpus.check_id_column(&options.id_column)?;
     corpus.check_simhash_column(&options.simhash_column)?;
     let id_type = corpus.column_type(&options.id_column, "id")?;
@@ -459,6 +473,26 @@ pub async fn match_fingerprints(options: &MatchOptions) -> Result<Summary> {
         counts,
     };
     finish_batch(&ctx, staging, batch, &params, done, clock).await
+}
+
+/// Refuses an output that would replace or swallow what the job reads: an input file or an index
+/// inside the output folder, or an output inside an input folder or the index.
+fn check_places(
+    output: &Path,
+    inputs: &[String],
+    corpus: &Corpus,
+    index: Option<&IndexOptions>,
+) -> Result<()> {
+    for file in &corpus.files {
+        refuse_overlap(output, "--input", file)?;
+    }
+    for given in inputs {
+        refuse_overlap(output, "--input", Path::new(given))?;
+    }
+    if let Some(index) = index {
+        refuse_overlap(output, "--index", &index.dir)?;
+    }
+    Ok(())
 }
 
 /// The features of `neardup match`, in summary.json and an index's settings.

@@ -33,19 +33,54 @@ fn staging_prefix(name: &str) -> String {
 pub const COMPLETE_MARKER: &str = "_SUCCESS";
 pub const SUMMARY_FILE: &str = "summary.json";
 
+/// Everything a neardup output (or index batch) folder may hold that neardup wrote: the only
+/// names `--overwrite` ever replaces. Anything else in the folder is the user's and is kept.
+pub const OWNED_ENTRIES: [&str; 6] = [
+    "signatures",
+    "pairs",
+    "groups",
+    "dedup",
+    SUMMARY_FILE,
+    COMPLETE_MARKER,
+];
+
+/// How an existing output folder may be replaced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Overwrite {
+    /// Never: an existing folder is refused.
+    #[default]
+    No,
+    /// A neardup output holding only what neardup wrote.
+    Owned,
+    /// A neardup output that also holds other files: neardup's entries are replaced and the
+    /// other files are carried into the new output.
+    KeepingOthers,
+}
+
+impl Overwrite {
+    /// From the `--overwrite` and `--keep-other-files` flags.
+    pub fn from_flags(overwrite: bool, keep_others: bool) -> Self {
+        match (overwrite, keep_others) {
+            (false, _) => Overwrite::No,
+            (true, false) => Overwrite::Owned,
+            (true, true) => Overwrite::KeepingOthers,
+        }
+    }
+}
+
 /// A folder being written that becomes `target` on `commit`, and is removed if dropped before.
 #[derive(Debug)]
 pub struct StagingDir {
     target: PathBuf,
     staging: PathBuf,
-    overwrite: bool,
+    overwrite: Overwrite,
     committed: bool,
 }
 
 impl StagingDir {
     /// Checks `target` can be written (absent, or `overwrite` and a neardup output) and creates
     /// the staging folder `.<name>.neardup-staging-<pid>` beside it.
-    pub fn create(target: &Path, overwrite: bool) -> Result<Self> {
+    pub fn create(target: &Path, overwrite: Overwrite) -> Result<Self> {
         let target = std::path::absolute(target).map_err(|e| Error::io(target, e))?;
         let name = target
             .file_name()
@@ -59,6 +94,9 @@ impl StagingDir {
                 target.display()
             )));
         }
+        let parent = target.parent().unwrap_or(Path::new("/")).to_path_buf();
+        // First what killed runs left, which may put an old output back in place.
+        remove_abandoned_staging(&parent, &name);
         if target.exists() {
             if !target.is_dir() {
                 return Err(Error::Usage(format!(
@@ -66,7 +104,7 @@ impl StagingDir {
                     target.display()
                 )));
             }
-            if !overwrite {
+            if overwrite == Overwrite::No {
                 return Err(Error::Usage(format!(
                     "output folder {} already exists; pass --overwrite to replace it",
                     target.display()
@@ -79,10 +117,19 @@ impl StagingDir {
                     target.display()
                 )));
             }
+            let others = other_entries(&target)?;
+            if !others.is_empty() && overwrite != Overwrite::KeepingOthers {
+                return Err(Error::Usage(format!(
+                    "refusing to replace {}: besides neardup's tables it holds {}, which neardup \
+                     did not write; move them out, choose another --output, or pass \
+                     --keep-other-files to replace only neardup's tables, {SUMMARY_FILE} and \
+                     {COMPLETE_MARKER} and keep the rest",
+                    target.display(),
+                    list_names(&others)
+                )));
+            }
         }
-        let parent = target.parent().unwrap_or(Path::new("/")).to_path_buf();
         std::fs::create_dir_all(&parent).map_err(|e| Error::io(&parent, e))?;
-        remove_abandoned_staging(&parent, &name);
         let staging = parent.join(format!("{}{}", staging_prefix(&name), std::process::id()));
         if staging.exists() {
             std::fs::remove_dir_all(&staging).map_err(|e| Error::io(&staging, e))?;
@@ -109,12 +156,13 @@ impl StagingDir {
     }
 
     /// Marks the staging folder complete and moves it into place. An old output is moved
-    /// aside first and removed only once the new one is in place.
+    /// aside first; once the new one is in place, whatever the old folder held that neardup did
+    /// not write moves into the new one, and only neardup's own entries are removed.
     pub fn commit(mut self) -> Result<PathBuf> {
         let marker = self.staging.join(COMPLETE_MARKER);
         std::fs::write(&marker, b"").map_err(|e| Error::io(&marker, e))?;
         let mut old = None;
-        if self.overwrite && self.target.exists() {
+        if self.overwrite != Overwrite::No && self.target.exists() {
             let mut aside_name = self.staging.as_os_str().to_os_string();
             aside_name.push(".old");
             let aside = PathBuf::from(aside_name);
@@ -130,7 +178,7 @@ impl StagingDir {
         }
         self.committed = true;
         if let Some(old) = old {
-            std::fs::remove_dir_all(&old).map_err(|e| Error::io(&old, e))?;
+            retire_old_output(&old, &self.target)?;
         }
         Ok(self.target.clone())
     }
@@ -170,9 +218,125 @@ fn remove_abandoned_staging(parent: &Path, name: &str) {
                 // Killed between moving the old output aside and moving the new one in:
                 // the old output is the only complete one, so it goes back.
                 let _ = std::fs::rename(entry.path(), &target);
+            } else if is_old_output {
+                // Killed after the new output was in place: the user's files still go there.
+                if let Err(e) = retire_old_output(&entry.path(), &target) {
+                    eprintln!("neardup: warning: {e}");
+                }
             } else {
                 let _ = std::fs::remove_dir_all(entry.path());
             }
+        }
+    }
+}
+
+/// Empties a replaced output moved aside to `old`: entries neardup did not write move into the
+/// new output at `target`, neardup's own are removed, and `old` goes only once it is empty. A
+/// user's file is never deleted: one that cannot be moved stays in `old`, and the error says so.
+fn retire_old_output(old: &Path, target: &Path) -> Result<()> {
+    for name in other_entries(old)? {
+        let from = old.join(&name);
+        let to = target.join(&name);
+        let moved = if to.exists() {
+            Err(std::io::Error::new(
+                std::io::ErrorKind::AlreadyExists,
+                format!("{} exists", to.display()),
+            ))
+        } else {
+            std::fs::rename(&from, &to)
+        };
+        moved.map_err(|e| {
+            Error::Input(format!(
+                "the new output is in {}, but {} could not be moved into it ({e}); it is kept \
+                 in {}",
+                target.display(),
+                from.display(),
+                old.display()
+            ))
+        })?;
+    }
+    for name in OWNED_ENTRIES {
+        let path = old.join(name);
+        let removed = if path.is_dir() {
+            std::fs::remove_dir_all(&path)
+        } else if path.exists() {
+            std::fs::remove_file(&path)
+        } else {
+            Ok(())
+        };
+        removed.map_err(|e| Error::io(&path, e))?;
+    }
+    std::fs::remove_dir(old).map_err(|e| Error::io(old, e))
+}
+
+/// Names in `dir` that neardup did not write, sorted.
+fn other_entries(dir: &Path) -> Result<Vec<String>> {
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
+        let name = entry.map_err(|e| Error::io(dir, e))?.file_name();
+        let name = name.to_string_lossy().into_owned();
+        if !OWNED_ENTRIES.contains(&name.as_str()) {
+            names.push(name);
+        }
+    }
+    names.sort();
+    Ok(names)
+}
+
+/// Up to five names, then how many more.
+fn list_names(names: &[String]) -> String {
+    let shown: Vec<&str> = names.iter().take(5).map(String::as_str).collect();
+    match names.len() {
+        n if n > 5 => format!("{} and {} more", shown.join(", "), n - 5),
+        _ => shown.join(", "),
+    }
+}
+
+/// Refuses a path the job reads or keeps (`role`: "--input", "--index") that lies inside the
+/// output folder, or an output inside an input folder: replacing the output would delete it,
+/// and a later run over the folder would read neardup's tables as documents.
+pub fn refuse_overlap(output: &Path, role: &str, path: &Path) -> Result<()> {
+    let out = resolved(output);
+    let other = resolved(path);
+    if other.starts_with(&out) {
+        return Err(Error::Usage(format!(
+            "{role} {} is inside --output {}: writing the output would replace it; choose an \
+             output folder elsewhere",
+            path.display(),
+            output.display()
+        )));
+    }
+    if out.starts_with(&other) && (role != "--input" || path.is_dir()) {
+        let why = if role == "--input" {
+            "a later run over that folder would read neardup's tables as documents"
+        } else {
+            "the output would be written among the index's batches"
+        };
+        return Err(Error::Usage(format!(
+            "--output {} is inside {role} {}: {why}; choose an output folder elsewhere",
+            output.display(),
+            path.display()
+        )));
+    }
+    Ok(())
+}
+
+/// `path` with symbolic links resolved as far as it exists (the rest appended), so two
+/// spellings of one folder compare equal.
+fn resolved(path: &Path) -> PathBuf {
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut existing = absolute.as_path();
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(real) = existing.canonicalize() {
+            return rest.iter().rev().fold(real, |p, part| p.join(part));
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_os_string());
+                existing = parent;
+            }
+            _ => return absolute,
         }
     }
 }
@@ -195,7 +359,7 @@ mod tests {
     fn commit_moves_into_place_and_drop_cleans_up() {
         let root = tempfile::tempdir().unwrap();
         let target = root.path().join("out");
-        let staging = StagingDir::create(&target, false).unwrap();
+        let staging = StagingDir::create(&target, Overwrite::No).unwrap();
         std::fs::write(staging.path().join(SUMMARY_FILE), "{}").unwrap();
         let staged = staging.path().to_path_buf();
         staging.commit().unwrap();
@@ -203,11 +367,11 @@ mod tests {
         assert!(!staged.exists());
 
         // Existing output: refused without overwrite.
-        let err = StagingDir::create(&target, false).unwrap_err();
+        let err = StagingDir::create(&target, Overwrite::No).unwrap_err();
         assert!(err.to_string().contains("--overwrite"), "{err}");
 
         // Dropped without commit: nothing left beside the target, old output untouched.
-        let staging = StagingDir::create(&target, true).unwrap();
+        let staging = StagingDir::create(&target, Overwrite::Owned).unwrap();
         let staged = staging.path().to_path_buf();
         drop(staging);
         assert!(!staged.exists());
@@ -222,7 +386,7 @@ mod tests {
         let other = root.path().join(".other.neardup-staging-4000000000");
         std::fs::create_dir(&dead).unwrap();
         std::fs::create_dir(&other).unwrap();
-        let staging = StagingDir::create(&root.path().join("out"), false).unwrap();
+        let staging = StagingDir::create(&root.path().join("out"), Overwrite::No).unwrap();
         assert!(!dead.exists());
         assert!(other.exists());
         assert!(staging.path().exists());
@@ -232,8 +396,115 @@ mod tests {
     fn never_replaces_a_folder_that_is_not_an_output() {
         let root = tempfile::tempdir().unwrap();
         std::fs::write(root.path().join("precious.txt"), "keep me").unwrap();
-        let err = StagingDir::create(root.path(), true).unwrap_err();
+        let err = StagingDir::create(root.path(), Overwrite::Owned).unwrap_err();
         assert!(err.to_string().contains("not a neardup output"), "{err}");
         assert!(root.path().join("precious.txt").exists());
+    }
+
+    /// A committed output with one table and the user's `NOTES.txt` and `analysis/` beside it.
+    fn output_with_user_files(root: &Path) -> PathBuf {
+        let target = root.join("out");
+        let staging = StagingDir::create(&target, Overwrite::No).unwrap();
+        std::fs::write(staging.path().join(SUMMARY_FILE), "{\"old\": 1}").unwrap();
+        std::fs::create_dir(staging.path().join("groups")).unwrap();
+        std::fs::write(staging.path().join("groups/part-0.parquet"), "old").unwrap();
+        staging.commit().unwrap();
+        std::fs::write(target.join("NOTES.txt"), "mine").unwrap();
+        std::fs::create_dir(target.join("analysis")).unwrap();
+        std::fs::write(target.join("analysis/plot.txt"), "mine too").unwrap();
+        target
+    }
+
+    #[test]
+    fn overwrite_refuses_an_output_holding_other_files() {
+        let root = tempfile::tempdir().unwrap();
+        let target = output_with_user_files(root.path());
+        let err = StagingDir::create(&target, Overwrite::Owned).unwrap_err();
+        let message = err.to_string();
+        assert!(message.contains("NOTES.txt"), "{message}");
+        assert!(message.contains("analysis"), "{message}");
+        assert!(message.contains("--keep-other-files"), "{message}");
+        assert_eq!(err.exit_code(), 2);
+        assert_eq!(
+            std::fs::read_to_string(target.join("NOTES.txt")).unwrap(),
+            "mine"
+        );
+        assert!(target.join("groups/part-0.parquet").exists());
+    }
+
+    #[test]
+    fn keeping_other_files_replaces_only_what_neardup_wrote() {
+        let root = tempfile::tempdir().unwrap();
+        let target = output_with_user_files(root.path());
+        let staging = StagingDir::create(&target, Overwrite::KeepingOthers).unwrap();
+        std::fs::write(staging.path().join(SUMMARY_FILE), "{\"new\": 1}").unwrap();
+        std::fs::create_dir(staging.path().join("pairs")).unwrap();
+        staging.commit().unwrap();
+        assert_eq!(
+            std::fs::read_to_string(target.join("NOTES.txt")).unwrap(),
+            "mine"
+        );
+        assert_eq!(
+            std::fs::read_to_string(target.join("analysis/plot.txt")).unwrap(),
+            "mine too"
+        );
+        let summary = std::fs::read_to_string(target.join(SUMMARY_FILE)).unwrap();
+        assert!(summary.contains("new"), "{summary}");
+        // The old table is gone (the new run wrote none of that name), the new one is there.
+        assert!(!target.join("groups").exists());
+        assert!(target.join("pairs").is_dir());
+        assert!(is_output_dir(&target));
+        // Nothing is left beside the output.
+        let beside: Vec<_> = std::fs::read_dir(root.path()).unwrap().flatten().collect();
+        assert_eq!(beside.len(), 1, "{beside:?}");
+    }
+
+    #[test]
+    fn a_commit_killed_after_the_swap_still_keeps_the_users_files() {
+        let root = tempfile::tempdir().unwrap();
+        let target = output_with_user_files(root.path());
+        // What `kill -9` between the two renames and the clean-up leaves: the old output aside
+        // (named for a process that no longer runs), the new one in place.
+        let aside = root.path().join(".out.neardup-staging-4000000000.old");
+        std::fs::rename(&target, &aside).unwrap();
+        std::fs::create_dir(&target).unwrap();
+        std::fs::write(target.join(SUMMARY_FILE), "{}").unwrap();
+        std::fs::write(target.join(COMPLETE_MARKER), "").unwrap();
+        let next = StagingDir::create(&root.path().join("out"), Overwrite::Owned);
+        assert!(!aside.exists());
+        assert_eq!(
+            std::fs::read_to_string(target.join("NOTES.txt")).unwrap(),
+            "mine"
+        );
+        assert!(target.join("analysis/plot.txt").exists());
+        // The next run is refused: the output now holds the user's files.
+        assert!(next.is_err());
+    }
+
+    #[test]
+    fn inputs_and_indexes_inside_the_output_are_refused() {
+        let root = tempfile::tempdir().unwrap();
+        let out = root.path().join("out");
+        std::fs::create_dir_all(out.join("index")).unwrap();
+        let err = refuse_overlap(&out, "--index", &out.join("index")).unwrap_err();
+        assert!(err.to_string().contains("inside --output"), "{err}");
+        let err = refuse_overlap(&out, "--input", &out.join("dedup/part-0.parquet")).unwrap_err();
+        assert!(err.to_string().contains("--input"), "{err}");
+        // An output inside an input folder, or inside the index.
+        let err =
+            refuse_overlap(&root.path().join("data/out"), "--input", root.path()).unwrap_err();
+        assert!(err.to_string().contains("inside --input"), "{err}");
+        let err =
+            refuse_overlap(&out.join("index/out"), "--index", &out.join("index")).unwrap_err();
+        assert!(err.to_string().contains("inside --index"), "{err}");
+        // Side by side is fine, and so is an output beside the input file it reads.
+        refuse_overlap(&root.path().join("out2"), "--input", &out).unwrap();
+        std::fs::write(root.path().join("corpus.parquet"), "x").unwrap();
+        refuse_overlap(
+            &root.path().join("out3"),
+            "--input",
+            &root.path().join("corpus.parquet"),
+        )
+        .unwrap();
     }
 }
