@@ -9,12 +9,14 @@
 //! batch=000001/documents/*.parquet  id, simhash, bucket1..bucketN, batch, input_order
 //! batch=000001/group_log/*.parquet  id, group_id, representative_id, assigned_batch
 //! batch=000001/_SUCCESS
+//! committed/batch=000001          written after the batch's folder: the index knows its batches
 //! ```
 //!
 //! A batch is written into a staging folder beside its final name and renamed into place as
 //! its last step, so a failed or interrupted run leaves the index as it was, and two runs that
 //! race for the same batch number cannot both land. Only folders with `_SUCCESS` are read.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -34,6 +36,8 @@ pub const BATCH_FILE: &str = "batch.json";
 /// The folders of a batch, one table each.
 pub const DOCUMENTS_DIR: &str = "documents";
 pub const GROUP_LOG_DIR: &str = "group_log";
+/// One empty file per committed batch (`committed/batch=000001`), written after its folder.
+pub const COMMITTED_DIR: &str = "committed";
 
 /// The settings every batch of an index shares: pairs and groups are comparable across batches
 /// only when the fingerprints and k are.
@@ -47,10 +51,20 @@ pub struct IndexMeta {
     pub features: String,
     /// Arrow type of the `id` column, as Arrow prints it (`Int64`, `Utf8`, ...).
     pub id_type: String,
+    /// The files the features read (`idf=`, `stop_words=`), each with the digest of its content
+    /// (`crate::digest`): an edited file fingerprints differently under the same path.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub feature_files: BTreeMap<String, String>,
 }
 
 impl IndexMeta {
-    pub fn new(fingerprint_bits: u32, k: u32, features: &str, id_type: &DataType) -> Self {
+    pub fn new(
+        fingerprint_bits: u32,
+        k: u32,
+        features: &str,
+        id_type: &DataType,
+        feature_files: BTreeMap<String, String>,
+    ) -> Self {
         Self {
             format: FORMAT.into(),
             version: VERSION,
@@ -58,6 +72,7 @@ impl IndexMeta {
             k,
             features: features.into(),
             id_type: id_type.to_string(),
+            feature_files,
         }
     }
 }
@@ -145,11 +160,64 @@ impl Index {
             batches.push((batch, path));
         }
         batches.sort_by_key(|(batch, _)| batch.batch);
-        Ok(Self {
+        let index = Self {
             dir,
             meta: Some(meta),
             batches,
-        })
+        };
+        index.check_batches_complete()?;
+        Ok(index)
+    }
+
+    /// Refuses an index missing a batch it had: batches are numbered 1, 2, ... without gaps,
+    /// and each commit leaves a marker in `committed/`, so a deleted folder (the last one too)
+    /// is named instead of silently matching against less. Indexes written before the markers
+    /// existed have none; their gaps are still found.
+    fn check_batches_complete(&self) -> Result<()> {
+        let missing = |number: u64, why: &str| {
+            Err(Error::Input(format!(
+                "--index {}: batch {number} is missing: {} {why}; the index would silently match \
+                 against less than it holds. Restore the folder (from a backup or the run that \
+                 wrote it), or start a new index",
+                self.dir.display(),
+                self.batch_dir(number).display()
+            )))
+        };
+        for (expected, (batch, _)) in (1..).zip(&self.batches) {
+            if batch.batch != expected {
+                return missing(
+                    expected,
+                    "is gone or has no _SUCCESS, though later batches exist",
+                );
+            }
+        }
+        let committed = self.dir.join(COMMITTED_DIR);
+        if !committed.is_dir() {
+            return Ok(());
+        }
+        let mut numbers = Vec::new();
+        for entry in std::fs::read_dir(&committed).map_err(|e| Error::io(&committed, e))? {
+            let name = entry.map_err(|e| Error::io(&committed, e))?.file_name();
+            let name = name.to_string_lossy();
+            if let Some(number) = name
+                .strip_prefix("batch=")
+                .and_then(|n| n.parse::<u64>().ok())
+            {
+                numbers.push(number);
+            }
+        }
+        numbers.sort_unstable();
+        let held = self.batches.len() as u64;
+        match numbers.into_iter().find(|&n| n > held) {
+            Some(number) => missing(
+                number,
+                &format!(
+                    "is gone or has no _SUCCESS, though {} says it was committed",
+                    committed.display()
+                ),
+            ),
+            None => Ok(()),
+        }
     }
 
     /// An index that must exist (for `neardup query --index`).
@@ -241,6 +309,27 @@ impl Index {
         }
         if meta.id_type != asked.id_type {
             return mismatch("id type", meta.id_type.clone(), asked.id_type.clone());
+        }
+        for (file, digest) in &asked.feature_files {
+            match meta.feature_files.get(file) {
+                Some(recorded) if recorded == digest => {}
+                Some(recorded) => {
+                    return Err(Error::Usage(format!(
+                        "--index {}: the feature file {file} changed since the index was built \
+                         (content {recorded} then, {digest} now), so this batch would be \
+                         fingerprinted with other weights; restore the file, or start a new index",
+                        self.dir.display()
+                    )));
+                }
+                None => {
+                    return Err(Error::Usage(format!(
+                        "--index {}: the index records no content for the feature file {file} \
+                         (it was built by an older neardup, which kept only the path), so an \
+                         edit since then cannot be ruled out; start a new index",
+                        self.dir.display()
+                    )));
+                }
+            }
         }
         Ok(())
     }
@@ -368,6 +457,13 @@ impl Index {
         }
         write_json_atomically(&staging.path().join(BATCH_FILE), batch)?;
         staging.commit()?;
+        // After the rename (the commit): a marker without its folder can only mean the folder
+        // was removed later. A run killed before this line leaves a batch without its marker,
+        // which reads as committed.
+        let committed = self.dir.join(COMMITTED_DIR);
+        std::fs::create_dir_all(&committed).map_err(|e| Error::io(&committed, e))?;
+        let marker = committed.join(format!("batch={:06}", batch.batch));
+        std::fs::write(&marker, b"").map_err(|e| Error::io(&marker, e))?;
         Ok(())
     }
 }
@@ -470,7 +566,7 @@ mod tests {
     fn settings_must_match_and_batches_without_marker_are_not_read() {
         let root = tempfile::tempdir().unwrap();
         let dir = root.path().join("index");
-        let meta = IndexMeta::new(64, 3, "mode=auto", &DataType::Int64);
+        let meta = IndexMeta::new(64, 3, "mode=auto", &DataType::Int64, BTreeMap::new());
         let index = Index::open(&dir, true).unwrap();
         let staging = index.stage_batch(1).unwrap();
         let batch = BatchMeta {
@@ -490,10 +586,10 @@ mod tests {
         assert_eq!((index.next_batch(), index.next_group_id()), (2, 4));
         assert_eq!(index.documents(), 7);
         assert!(index.check_settings(&meta).is_ok());
-        let other_k = IndexMeta::new(64, 5, "mode=auto", &DataType::Int64);
+        let other_k = IndexMeta::new(64, 5, "mode=auto", &DataType::Int64, BTreeMap::new());
         let err = index.check_settings(&other_k).unwrap_err().to_string();
         assert!(err.contains("--k 3") && err.contains("5"), "{err}");
-        let other_id = IndexMeta::new(64, 3, "mode=auto", &DataType::Utf8);
+        let other_id = IndexMeta::new(64, 3, "mode=auto", &DataType::Utf8, BTreeMap::new());
         let err = index.check_settings(&other_id).unwrap_err().to_string();
         assert!(err.contains("id type Int64"), "{err}");
         // A run that opened the folder before batch 1 landed cannot change the settings.

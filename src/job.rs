@@ -326,7 +326,8 @@ pub async fn run(options: &RunOptions) -> Result<Summary> {
     let features = options.features.to_string();
     Featurizer::cached(&features).map_err(|e| Error::Usage(format!("--features: {e}")))?;
     let id_type = corpus.column_type(&options.id_column, "id")?;
-    let settings = IndexMeta::new(bits, options.k, &features, &id_type);
+    let feature_files = crate::digest::feature_files(&options.features)?;
+    let settings = IndexMeta::new(bits, options.k, &features, &id_type, feature_files.clone());
     let batch = IndexedBatch::open(options.index.as_ref(), settings)?;
     let staging = StagingDir::create(&options.output, options.overwrite)?;
     let ctx = job_context(&options.console).await?;
@@ -399,6 +400,7 @@ pub async fn run(options: &RunOptions) -> Result<Summary> {
         bits,
     );
     parameters.partition_by = options.partition_by.clone();
+    parameters.feature_files = feature_files;
     parameters.clustering = options.clustering;
     parameters.cluster = options.console.cluster.as_ref().map(Cluster::to_string);
     let done = Finished {
@@ -431,7 +433,13 @@ pub async fn match_fingerprints(options: &MatchOptions) -> Result<Summary> {
     corpus.check_id_column(&options.id_column)?;
     corpus.check_simhash_column(&options.simhash_column)?;
     let id_type = corpus.column_type(&options.id_column, "id")?;
-    let settings = IndexMeta::new(64, options.k, FINGERPRINTS_GIVEN, &id_type);
+    let settings = IndexMeta::new(
+        64,
+        options.k,
+        FINGERPRINTS_GIVEN,
+        &id_type,
+        Default::default(),
+    );
     let batch = IndexedBatch::open(options.index.as_ref(), settings)?;
     let staging = StagingDir::create(&options.output, options.overwrite)?;
     let ctx = job_context(&options.console).await?;
@@ -1073,6 +1081,7 @@ fn parameters(
         bands: bits / 16,
         features: features.to_string(),
         partition_by: Vec::new(),
+        feature_files: Default::default(),
         cluster: None,
     }
 }

@@ -7,6 +7,7 @@
 pub mod cli;
 pub mod cluster;
 pub mod components;
+pub mod digest;
 pub mod distributed;
 pub mod error;
 pub mod eval;

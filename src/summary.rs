@@ -48,6 +48,9 @@ pub struct Parameters {
     /// Columns `dedup` is partitioned by (`--partition-by`), Hive style; empty when not.
     #[serde(default)]
     pub partition_by: Vec<String>,
+    /// The files the features read, each with the digest of its content (`crate::digest`).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub feature_files: std::collections::BTreeMap<String, String>,
     /// The Ballista cluster the job ran on (`--cluster`); absent for a local run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster: Option<String>,

@@ -10,5 +10,6 @@ mod evaluation;
 mod exactness;
 mod features;
 mod hostile_input;
+mod hostile_output;
 mod incremental;
 mod robustness;

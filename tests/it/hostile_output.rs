@@ -1,0 +1,329 @@
+//! What an ordinary user can do to an output, a query result or an index, and what neardup must
+//! not lose or get silently wrong: files beside neardup's tables, an index inside the output, a
+//! result file that exists, a table of huge texts, a deleted batch, an edited feature file.
+
+use std::path::Path;
+
+use crate::common::{fixture, make_parquet, neardup, neardup_ok, path_str, stderr, summary};
+
+fn sample() -> String {
+    path_str(&fixture("sample.parquet")).to_string()
+}
+
+fn run_sample(output: &Path, extra: &[&str]) -> std::process::Output {
+    let input = sample();
+    let mut args = vec!["run", "-q", "--input", &input, "--output", path_str(output)];
+    args.extend_from_slice(extra);
+    neardup(&args)
+}
+
+#[test]
+fn overwrite_keeps_files_neardup_did_not_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    assert!(run_sample(&out, &[]).status.success());
+    std::fs::write(out.join("NOTES.txt"), "my notes").unwrap();
+    std::fs::create_dir(out.join("analysis")).unwrap();
+    std::fs::write(out.join("analysis/plot.csv"), "1,2").unwrap();
+
+    // Refused, naming what is there, and nothing is touched.
+    let refused = run_sample(&out, &["--overwrite"]);
+    let message = stderr(&refused);
+    assert_eq!(refused.status.code(), Some(2), "{message}");
+    assert!(
+        message.contains("NOTES.txt") && message.contains("analysis"),
+        "{message}"
+    );
+    assert!(message.contains("--keep-other-files"), "{message}");
+    assert!(out.join("groups").is_dir() && out.join("_SUCCESS").is_file());
+
+    // Told to keep them: the tables are new, the user's files are where they were.
+    let before = std::fs::read_to_string(out.join("summary.json")).unwrap();
+    let kept = run_sample(&out, &["--overwrite", "--keep-other-files", "--k", "2"]);
+    assert!(kept.status.success(), "{}", stderr(&kept));
+    assert_ne!(
+        before,
+        std::fs::read_to_string(out.join("summary.json")).unwrap()
+    );
+    assert_eq!(summary(&out)["parameters"]["k"], 2);
+    assert_eq!(
+        std::fs::read_to_string(out.join("NOTES.txt")).unwrap(),
+        "my notes"
+    );
+    assert_eq!(
+        std::fs::read_to_string(out.join("analysis/plot.csv")).unwrap(),
+        "1,2"
+    );
+    // Nothing left beside the output.
+    let beside: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().collect();
+    assert_eq!(beside.len(), 1, "{beside:?}");
+}
+
+#[test]
+fn an_index_or_an_input_inside_the_output_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let index = out.join("index");
+    let refused = run_sample(&out, &["--index", path_str(&index), "--update-index"]);
+    let message = stderr(&refused);
+    assert_eq!(refused.status.code(), Some(2), "{message}");
+    assert!(message.contains("inside --output"), "{message}");
+    assert!(!out.exists(), "nothing is written");
+
+    // An index that exists inside an output: never deleted by --overwrite.
+    assert!(run_sample(&out, &[]).status.success());
+    let elsewhere = dir.path().join("index");
+    assert!(
+        run_sample(
+            &dir.path().join("o2"),
+            &["--index", path_str(&elsewhere), "--update-index"]
+        )
+        .status
+        .success()
+    );
+    std::fs::rename(&elsewhere, &index).unwrap();
+    let refused = run_sample(&out, &["--overwrite", "--index", path_str(&index)]);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    assert!(index.join("index.json").is_file());
+
+    // Reading the output's own dedup into the same output.
+    let dedup = out.join("dedup");
+    let refused = neardup(&[
+        "run",
+        "--input",
+        path_str(&dedup),
+        "--output",
+        path_str(&out),
+        "--overwrite",
+    ]);
+    let message = stderr(&refused);
+    assert_eq!(refused.status.code(), Some(2), "{message}");
+    assert!(
+        message.contains("--input") && message.contains("inside --output"),
+        "{message}"
+    );
+    assert!(dedup.is_dir());
+
+    // An output inside the folder the job reads.
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    std::fs::copy(fixture("sample.parquet"), data.join("sample.parquet")).unwrap();
+    let refused = neardup(&[
+        "run",
+        "--input",
+        path_str(&data),
+        "--output",
+        path_str(&data.join("out")),
+    ]);
+    let message = stderr(&refused);
+    assert_eq!(refused.status.code(), Some(2), "{message}");
+    assert!(message.contains("inside --input"), "{message}");
+}
+
+#[test]
+fn query_out_does_not_replace_a_file_unless_told() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("result.csv");
+    std::fs::write(&file, "precious").unwrap();
+    let sql = "SELECT 1 AS one";
+    let args = ["query", "--format", "csv", "--out", path_str(&file), sql];
+    let refused = neardup(&args);
+    let message = stderr(&refused);
+    assert_eq!(refused.status.code(), Some(2), "{message}");
+    assert!(message.contains("--overwrite"), "{message}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "precious");
+    let mut told = args.to_vec();
+    told.insert(1, "--overwrite");
+    neardup_ok(&told);
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "one\n1\n");
+}
+
+#[test]
+fn the_table_format_streams_and_cuts_wide_cells() {
+    let dir = tempfile::tempdir().unwrap();
+    let corpus = dir.path().join("long.parquet");
+    // 30 texts of 300,000 characters over 3,000 lines each (as printed whole: 61 MB and more).
+    make_parquet(
+        &corpus,
+        "SELECT CAST(value AS BIGINT) AS id, \
+         repeat(concat('line ', CAST(value AS VARCHAR), ' 新闻 of some length', chr(10)), 3000) AS text \
+         FROM generate_series(1, 30)",
+    );
+    let table = neardup_ok(&[
+        "query",
+        &format!("SELECT id, text FROM '{}' ORDER BY id", path_str(&corpus)),
+    ]);
+    let lines: Vec<&str> = table.lines().collect();
+    // Border, header, border, 30 rows, border.
+    assert_eq!(lines.len(), 34, "{}", &table[..table.len().min(2000)]);
+    assert!(table.len() < 34 * 300, "{} bytes", table.len());
+    assert_eq!(lines[1], format!("| id | {:<64} |", "text"));
+    assert!(
+        lines[3].starts_with("| 1  | line 1 新闻 of some length\\nline 1"),
+        "{}",
+        lines[3]
+    );
+    assert!(lines[3].ends_with("… |"), "{}", lines[3]);
+    // Every row is as wide as the header, in display columns (a Han character takes two).
+    let width = |s: &str| {
+        s.chars()
+            .map(|c| {
+                if ('\u{4e00}'..='\u{9fff}').contains(&c) {
+                    2
+                } else {
+                    1
+                }
+            })
+            .sum::<usize>()
+    };
+    for line in &lines {
+        assert_eq!(width(line), width(lines[0]), "{line}");
+    }
+    // NULLs print as NULL; an empty result still shows its header.
+    let empty = neardup_ok(&["query", "SELECT CAST(NULL AS VARCHAR) AS v WHERE false"]);
+    assert_eq!(empty, "+---+\n| v |\n+---+\n+---+\n");
+    let null = neardup_ok(&["query", "SELECT CAST(NULL AS VARCHAR) AS v"]);
+    assert!(null.contains("| NULL |"), "{null}");
+}
+
+/// Two batches of the sample (ids 1..=10, then 11..=20) through one index.
+fn indexed_twice(dir: &Path, extra: &[&str]) -> std::path::PathBuf {
+    let index = dir.join("index");
+    for (n, condition) in [(1, "id <= 10"), (2, "id > 10")] {
+        let batch = dir.join(format!("batch{n}.parquet"));
+        let output = dir.join(format!("out{n}"));
+        make_parquet(
+            &batch,
+            &format!("SELECT * FROM '{}' WHERE {condition}", sample()),
+        );
+        let mut args = vec![
+            "run",
+            "-q",
+            "--input",
+            path_str(&batch),
+            "--output",
+            path_str(&output),
+            "--index",
+            path_str(&index),
+            "--update-index",
+        ];
+        args.extend_from_slice(extra);
+        neardup_ok(&args);
+    }
+    index
+}
+
+#[test]
+fn an_index_missing_a_batch_is_refused_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = indexed_twice(dir.path(), &[]);
+    assert!(index.join("committed/batch=000002").is_file());
+    let batches = neardup_ok(&[
+        "query",
+        "--index",
+        path_str(&index),
+        "--format",
+        "csv",
+        "SELECT count(*) AS n FROM index_batches",
+    ]);
+    assert_eq!(batches, "n\n2\n");
+    let third = dir.path().join("batch3.parquet");
+    make_parquet(
+        &third,
+        &format!(
+            "SELECT id + 100 AS id, lang, note, text FROM '{}'",
+            sample()
+        ),
+    );
+    let against = |index: &Path| {
+        let output = index.with_extension("out");
+        neardup(&[
+            "run",
+            "--input",
+            path_str(&third),
+            "--output",
+            path_str(&output),
+            "--index",
+            path_str(index),
+        ])
+    };
+    assert!(against(&index).status.success());
+
+    for (removed, number) in [("batch=000001", "batch 1"), ("batch=000002", "batch 2")] {
+        let copy = dir.path().join(format!("copy-{removed}"));
+        copy_dir(&index, &copy);
+        std::fs::remove_dir_all(copy.join(removed)).unwrap();
+        for result in [
+            against(&copy),
+            neardup(&["query", "--index", path_str(&copy), "SELECT 1"]),
+        ] {
+            let message = stderr(&result);
+            assert_eq!(result.status.code(), Some(1), "{message}");
+            assert!(
+                message.contains(number) && message.contains(removed),
+                "{message}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_feature_file_edited_between_batches_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let stop_words = dir.path().join("stop.txt");
+    std::fs::write(&stop_words, "the\nof\n").unwrap();
+    let features = format!("mode=words,stop_words={}", path_str(&stop_words));
+    let index = indexed_twice(dir.path(), &["--features", &features]);
+    let meta: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(index.join("index.json")).unwrap()).unwrap();
+    let recorded = meta["feature_files"][path_str(&stop_words)]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(recorded.starts_with("xxh3-128:"), "{meta}");
+    assert_eq!(
+        summary(&dir.path().join("out2"))["parameters"]["feature_files"][path_str(&stop_words)],
+        recorded.as_str()
+    );
+
+    std::fs::write(&stop_words, "the\nof\nand\n").unwrap();
+    let third = dir.path().join("batch3.parquet");
+    make_parquet(
+        &third,
+        &format!(
+            "SELECT id + 100 AS id, lang, note, text FROM '{}'",
+            sample()
+        ),
+    );
+    let refused = neardup(&[
+        "run",
+        "--input",
+        path_str(&third),
+        "--output",
+        path_str(&dir.path().join("out3")),
+        "--index",
+        path_str(&index),
+        "--update-index",
+        "--features",
+        &features,
+    ]);
+    let message = stderr(&refused);
+    assert_eq!(refused.status.code(), Some(2), "{message}");
+    assert!(
+        message.contains(path_str(&stop_words)) && message.contains("changed"),
+        "{message}"
+    );
+    assert!(!index.join("batch=000003").exists());
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap().flatten() {
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
