@@ -2,38 +2,22 @@
 //! process (`--cluster standalone`), and with a scheduler and two executors started as separate
 //! processes on loopback (`neardup scheduler`, `neardup executor`, `run --cluster df://...`).
 
-use std::fs::File;
-use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::process::Command;
 
-use datafusion::arrow::util::pretty::pretty_format_batches;
-
-use crate::common::{fixture, neardup_ok, path_str, query, summary, write_fingerprints};
+use crate::common::{fixture, neardup_ok, path_str, sorted_rows, summary, write_fingerprints};
 use crate::exactness::{bfs_groups, brute_force_pairs, groups_of, planted_fingerprints};
+use crate::processes::{free_port, start_executors, start_scheduler};
 
 const TABLES: [&str; 4] = ["signatures", "pairs", "groups", "dedup"];
-
-/// Every row of an output table, formatted and sorted, so that two runs compare whole.
-async fn table_rows(output: &Path, table: &str) -> Vec<String> {
-    let batches = query(output, &format!("SELECT * FROM {table}")).await;
-    let text = pretty_format_batches(&batches).unwrap().to_string();
-    let mut rows: Vec<String> = text
-        .lines()
-        .filter(|line| line.starts_with('|'))
-        .map(str::to_string)
-        .collect();
-    rows.sort();
-    rows
-}
 
 /// Both outputs hold the same tables, row for row, and the same counts.
 async fn assert_same_outputs(local: &Path, clustered: &Path) {
     for table in TABLES {
+        let sql = format!("SELECT * FROM {table}");
         let (a, b) = (
-            table_rows(local, table).await,
-            table_rows(clustered, table).await,
+            sorted_rows(local, &sql).await,
+            sorted_rows(clustered, &sql).await,
         );
         assert!(a.len() > 2, "{table}: the sample must give rows");
         assert_eq!(a, b, "{table}");
@@ -94,97 +78,11 @@ async fn matching_on_a_standalone_cluster_equals_brute_force() {
     assert_eq!(groups_of(&output).await, bfs_groups(&rows, &expected));
 }
 
-/// A server process, stopped when the test ends however it ends.
-struct Server {
-    child: Child,
-    log: PathBuf,
-}
-
-impl Server {
-    fn start(args: &[&str], log: PathBuf) -> Self {
-        let child = Command::new(env!("CARGO_BIN_EXE_neardup"))
-            .args(args)
-            // Ballista's executors log each task they finish at this level.
-            .env("RUST_LOG", "ballista_executor=info")
-            .stdout(Stdio::null())
-            .stderr(File::create(&log).unwrap())
-            .spawn()
-            .expect("the neardup binary starts");
-        Server { child, log }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// A port nobody listens on now (the OS picks it, so parallel test runs do not clash).
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// The first line of a server's log that contains `text`, waiting up to a minute for it.
-fn wait_for(server: &Server, text: &str) -> String {
-    let started = Instant::now();
-    while started.elapsed() < Duration::from_secs(60) {
-        if let Some(line) = server.log().lines().find(|l| l.contains(text)) {
-            return line.to_string();
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    panic!("no '{text}' in the log:\n{}", server.log());
-}
-
-/// The port the scheduler printed it listens on (it was started on port 0).
-fn scheduler_port(scheduler: &Server) -> u16 {
-    let line = wait_for(scheduler, "scheduler listening on");
-    line.rsplit(':').next().unwrap().trim().parse().unwrap()
-}
-
 #[tokio::test]
 async fn a_scheduler_and_two_executor_processes_give_the_outputs_of_a_local_run() {
     let dir = tempfile::tempdir().unwrap();
-    let scheduler = Server::start(
-        &["scheduler", "--bind", "127.0.0.1:0"],
-        dir.path().join("scheduler.log"),
-    );
-    let port = scheduler_port(&scheduler);
-    let scheduler_address = format!("127.0.0.1:{port}");
-    let mut executors = Vec::new();
-    for n in 0..2 {
-        let work = dir.path().join(format!("executor{n}"));
-        std::fs::create_dir(&work).unwrap();
-        let bind = format!("127.0.0.1:{}", free_port());
-        executors.push(Server::start(
-            &[
-                "executor",
-                "--scheduler",
-                &scheduler_address,
-                "--bind",
-                &bind,
-                "--concurrent-tasks",
-                "1",
-                "--work-dir",
-                path_str(&work),
-            ],
-            dir.path().join(format!("executor{n}.log")),
-        ));
-    }
-
-    for executor in &executors {
-        wait_for(executor, "Starting poll work loop with scheduler");
-    }
+    let (scheduler, scheduler_address) = start_scheduler(dir.path(), &[]);
+    let executors = start_executors(dir.path(), 2, &scheduler_address);
 
     let (local, clustered) = (dir.path().join("local"), dir.path().join("clustered"));
     run_sample(&local, &[]);

@@ -10,148 +10,19 @@
 //! hanging it. The timeouts are the flags' shortest sensible values: `neardup scheduler
 //! --executor-timeout 10`, `run --executor-timeout 2`, `neardup executor --scheduler-timeout 2`.
 
-use std::fs::File;
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use datafusion::arrow::util::pretty::pretty_format_batches;
-
-use crate::common::{fixture, neardup_ok, path_str, query, summary};
+use crate::common::{fixture, neardup_ok, path_str, sorted_rows, summary};
+use crate::processes::{
+    Process, free_port, start_executor, start_executors, start_scheduler, wait_for,
+};
 
 /// `neardup scheduler --executor-timeout` here: an executor that has not polled for 10 s is
 /// dead (the least the flag takes: a busy executor polls every 5 s).
-const SCHEDULER_EXECUTOR_TIMEOUT: &str = "10";
-
-/// A neardup process, killed when the test ends however it ends.
-struct Process {
-    child: Child,
-    log: PathBuf,
-}
-
-impl Process {
-    /// Starts the binary with `args`, standard error into `log`. `RUST_LOG` set for the
-    /// servers: Ballista's executors log each task they receive and finish at info, the
-    /// scheduler each executor it finds dead at warn.
-    fn start(args: &[&str], log: PathBuf, server: bool) -> Self {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_neardup"));
-        command
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(File::create(&log).unwrap());
-        if server {
-            command.env("RUST_LOG", "ballista_executor=info,ballista_scheduler=info");
-        }
-        let child = command.spawn().expect("the neardup binary starts");
-        Process { child, log }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// `kill -9`.
-    fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-
-    fn has_ended(&mut self) -> bool {
-        self.child.try_wait().unwrap().is_some()
-    }
-
-    /// Waits for the process to end; kills it at `deadline` and returns `None` then.
-    fn wait_until(&mut self, deadline: Instant) -> Option<ExitStatus> {
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return Some(status);
-            }
-            if Instant::now() >= deadline {
-                self.kill();
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-/// A port nobody listens on now (the OS picks it, so parallel test runs do not clash).
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// The first line of a process's log that contains `text`, waiting up to a minute for it.
-fn wait_for(process: &Process, text: &str) -> String {
-    let started = Instant::now();
-    while started.elapsed() < Duration::from_secs(60) {
-        if let Some(line) = process.log().lines().find(|l| l.contains(text)) {
-            return line.to_string();
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    panic!("no '{text}' in the log:\n{}", process.log());
-}
-
-/// A scheduler on a free loopback port, and its `127.0.0.1:port`.
-fn start_scheduler(dir: &Path) -> (Process, String) {
-    let scheduler = Process::start(
-        &[
-            "scheduler",
-            "--bind",
-            "127.0.0.1:0",
-            "--executor-timeout",
-            SCHEDULER_EXECUTOR_TIMEOUT,
-        ],
-        dir.join("scheduler.log"),
-        true,
-    );
-    let line = wait_for(&scheduler, "scheduler listening on");
-    let port: u16 = line.rsplit(':').next().unwrap().trim().parse().unwrap();
-    (scheduler, format!("127.0.0.1:{port}"))
-}
-
-/// Executor number `n` of one task slot, working for `scheduler`, with `extra` flags.
-fn start_executor(dir: &Path, n: usize, scheduler: &str, extra: &[&str]) -> Process {
-    let work = dir.join(format!("executor{n}"));
-    std::fs::create_dir_all(&work).unwrap();
-    let bind = format!("127.0.0.1:{}", free_port());
-    let mut args = vec![
-        "executor",
-        "--scheduler",
-        scheduler,
-        "--bind",
-        &bind,
-        "--concurrent-tasks",
-        "1",
-        "--work-dir",
-        path_str(&work),
-    ];
-    args.extend_from_slice(extra);
-    Process::start(&args, dir.join(format!("executor{n}.log")), true)
-}
-
-/// `count` executors working for `scheduler`, once each polls it for work.
-fn start_executors(dir: &Path, count: usize, scheduler: &str) -> Vec<Process> {
-    let executors: Vec<Process> = (0..count)
-        .map(|n| start_executor(dir, n, scheduler, &[]))
-        .collect();
-    for executor in &executors {
-        wait_for(executor, "Starting poll work loop with scheduler");
-    }
-    executors
-}
+const SCHEDULER_FLAGS: [&str; 2] = ["--executor-timeout", "10"];
 
 /// A web server that is not a scheduler: answers every request with a small page.
 fn start_http_server() -> u16 {
@@ -211,6 +82,48 @@ fn run_args<'a>(input: &'a Path, output: &'a Path, extra: &[&'a str]) -> Vec<&'a
     args
 }
 
+/// `neardup run` of `input` into `output` with `extra` flags, logging to `dir/client.log`.
+fn start_run(dir: &Path, input: &Path, output: &Path, extra: &[&str]) -> Process {
+    Process::client(&run_args(input, output, extra), dir.join("client.log"))
+}
+
+/// Waits for `process` to end, up to a minute from `started` (killed then); insists it exited
+/// with code 1, and returns its log.
+fn exit_1_message(process: &mut Process, started: Instant) -> String {
+    let status = process.wait_until(started + Duration::from_secs(60));
+    let message = process.log();
+    assert_eq!(
+        status.and_then(|status| status.code()),
+        Some(1),
+        "{message}"
+    );
+    message
+}
+
+/// Waits for `executor` to exit with code 1, naming `text`, within 30 s of `started`.
+fn assert_exits_naming(executor: &mut Process, started: Instant, text: &str) {
+    let message = exit_1_message(executor, started);
+    assert!(message.contains(text), "{message}");
+    assert!(started.elapsed() < Duration::from_secs(30), "{message}");
+}
+
+/// A client's log once no executor works for the scheduler at `address`: it said it waits for
+/// one, then that none is alive.
+fn assert_says_no_executor(message: &str, address: &str) {
+    assert!(
+        message.contains(&format!(
+            "waiting for an executor to register with the scheduler at {address}"
+        )),
+        "{message}"
+    );
+    assert!(
+        message.contains(&format!(
+            "no executor is alive at the scheduler at {address}"
+        )),
+        "{message}"
+    );
+}
+
 /// The task an executor's log shows received and not finished, if any.
 fn running_task(log: &str) -> Option<String> {
     log.lines()
@@ -252,19 +165,6 @@ fn kill_one_mid_task(executors: &mut [Process], client: &mut Process, deadline: 
     }
 }
 
-/// Every row of a query over an output, formatted and sorted.
-async fn rows(output: &Path, sql: &str) -> Vec<String> {
-    let batches = query(output, sql).await;
-    let text = pretty_format_batches(&batches).unwrap().to_string();
-    let mut rows: Vec<String> = text
-        .lines()
-        .filter(|line| line.starts_with('|'))
-        .map(str::to_string)
-        .collect();
-    rows.sort();
-    rows
-}
-
 /// Both outputs hold the same tables (dedup by its ids: its texts are the corpus's), and the
 /// same counts.
 async fn assert_same_tables(local: &Path, clustered: &Path) {
@@ -274,7 +174,10 @@ async fn assert_same_tables(local: &Path, clustered: &Path) {
         "SELECT * FROM groups",
         "SELECT id FROM dedup",
     ] {
-        let (a, b) = (rows(local, sql).await, rows(clustered, sql).await);
+        let (a, b) = (
+            sorted_rows(local, sql).await,
+            sorted_rows(clustered, sql).await,
+        );
         assert!(a.len() > 2, "{sql}: the corpus must give rows");
         assert_eq!(a, b, "{sql}");
     }
@@ -295,20 +198,17 @@ fn assert_no_staging_left(dir: &Path) {
 async fn a_killed_executors_tasks_run_again_on_the_other_and_the_job_gives_the_local_outputs() {
     let dir = tempfile::tempdir().unwrap();
     let input = long_corpus(dir.path());
-    let (scheduler, address) = start_scheduler(dir.path());
+    let (scheduler, address) = start_scheduler(dir.path(), &SCHEDULER_FLAGS);
     let mut executors = start_executors(dir.path(), 2, &address);
     let (local, clustered) = (dir.path().join("local"), dir.path().join("clustered"));
     neardup_ok(&run_args(&input, &local, &[]));
 
     let cluster = format!("df://{address}");
-    let mut client = Process::start(
-        &run_args(
-            &input,
-            &clustered,
-            &["--cluster", &cluster, "--threads", "2"],
-        ),
-        dir.path().join("client.log"),
-        false,
+    let mut client = start_run(
+        dir.path(),
+        &input,
+        &clustered,
+        &["--cluster", &cluster, "--threads", "2"],
     );
     let deadline = Instant::now() + Duration::from_secs(240);
     let killed = kill_one_mid_task(&mut executors, &mut client, deadline);
@@ -350,25 +250,22 @@ async fn a_killed_executors_tasks_run_again_on_the_other_and_the_job_gives_the_l
 fn killing_the_only_executor_fails_the_job_within_its_executor_timeout() {
     let dir = tempfile::tempdir().unwrap();
     let input = long_corpus(dir.path());
-    let (scheduler, address) = start_scheduler(dir.path());
+    let (scheduler, address) = start_scheduler(dir.path(), &SCHEDULER_FLAGS);
     let mut executors = start_executors(dir.path(), 1, &address);
     let output = dir.path().join("out");
     let cluster = format!("df://{address}");
-    let mut client = Process::start(
-        &run_args(
-            &input,
-            &output,
-            &[
-                "--cluster",
-                &cluster,
-                "--threads",
-                "2",
-                "--executor-timeout",
-                "2",
-            ],
-        ),
-        dir.path().join("client.log"),
-        false,
+    let mut client = start_run(
+        dir.path(),
+        &input,
+        &output,
+        &[
+            "--cluster",
+            &cluster,
+            "--threads",
+            "2",
+            "--executor-timeout",
+            "2",
+        ],
     );
     kill_one_mid_task(
         &mut executors,
@@ -384,18 +281,7 @@ fn killing_the_only_executor_fails_the_job_within_its_executor_timeout() {
         "{message}\nscheduler:\n{}",
         scheduler.log()
     );
-    assert!(
-        message.contains(&format!(
-            "waiting for an executor to register with the scheduler at {address}"
-        )),
-        "{message}"
-    );
-    assert!(
-        message.contains(&format!(
-            "no executor is alive at the scheduler at {address}"
-        )),
-        "{message}"
-    );
+    assert_says_no_executor(&message, &address);
     assert!(!message.contains("panicked"), "{message}");
     // 10 s for the scheduler to count it dead, 2 s of waiting, half-second looks.
     let took = killed_at.elapsed();
@@ -407,39 +293,19 @@ fn killing_the_only_executor_fails_the_job_within_its_executor_timeout() {
 #[test]
 fn a_job_without_executors_says_it_waits_and_fails_within_its_executor_timeout() {
     let dir = tempfile::tempdir().unwrap();
-    let (_scheduler, address) = start_scheduler(dir.path());
+    let (_scheduler, address) = start_scheduler(dir.path(), &SCHEDULER_FLAGS);
     let input = fixture("sample.parquet");
     let output = dir.path().join("out");
     let cluster = format!("df://{address}");
     let started = Instant::now();
-    let mut client = Process::start(
-        &run_args(
-            &input,
-            &output,
-            &["--cluster", &cluster, "--executor-timeout", "2"],
-        ),
-        dir.path().join("client.log"),
-        false,
+    let mut client = start_run(
+        dir.path(),
+        &input,
+        &output,
+        &["--cluster", &cluster, "--executor-timeout", "2"],
     );
-    let status = client.wait_until(started + Duration::from_secs(60));
-    let message = client.log();
-    assert_eq!(
-        status.and_then(|status| status.code()),
-        Some(1),
-        "{message}"
-    );
-    assert!(
-        message.contains(&format!(
-            "waiting for an executor to register with the scheduler at {address}"
-        )),
-        "{message}"
-    );
-    assert!(
-        message.contains(&format!(
-            "no executor is alive at the scheduler at {address}"
-        )),
-        "{message}"
-    );
+    let message = exit_1_message(&mut client, started);
+    assert_says_no_executor(&message, &address);
     let took = started.elapsed();
     assert!(took < Duration::from_secs(30), "{took:?}\n{message}");
     assert!(!output.exists());
@@ -454,18 +320,8 @@ fn an_http_server_given_as_the_cluster_is_named_as_not_a_scheduler() {
     let output = dir.path().join("out");
     let cluster = format!("df://127.0.0.1:{port}");
     let started = Instant::now();
-    let mut client = Process::start(
-        &run_args(&input, &output, &["--cluster", &cluster]),
-        dir.path().join("client.log"),
-        false,
-    );
-    let status = client.wait_until(started + Duration::from_secs(60));
-    let message = client.log();
-    assert_eq!(
-        status.and_then(|status| status.code()),
-        Some(1),
-        "{message}"
-    );
+    let mut client = start_run(dir.path(), &input, &output, &["--cluster", &cluster]);
+    let message = exit_1_message(&mut client, started);
     assert!(
         message.contains(&format!("{cluster} is not a Ballista scheduler")),
         "{message}"
@@ -486,57 +342,34 @@ fn an_executor_pointed_at_a_wrong_port_exits_naming_it() {
     let closed = format!("127.0.0.1:{}", free_port());
     let started = Instant::now();
     let mut executor = start_executor(dir.path(), 0, &closed, &["--scheduler-timeout", "2"]);
-    let status = executor.wait_until(started + Duration::from_secs(60));
-    let message = executor.log();
-    assert_eq!(
-        status.and_then(|status| status.code()),
-        Some(1),
-        "{message}"
+    assert_exits_naming(
+        &mut executor,
+        started,
+        &format!("no Ballista scheduler answered at {closed}"),
     );
-    assert!(
-        message.contains(&format!("no Ballista scheduler answered at {closed}")),
-        "{message}"
-    );
-    assert!(started.elapsed() < Duration::from_secs(30), "{message}");
 
     // Something else listens there: refused at once, whatever the timeout.
     let http = format!("127.0.0.1:{}", start_http_server());
     let started = Instant::now();
     let mut executor = start_executor(dir.path(), 1, &http, &["--scheduler-timeout", "60"]);
-    let status = executor.wait_until(started + Duration::from_secs(60));
-    let message = executor.log();
-    assert_eq!(
-        status.and_then(|status| status.code()),
-        Some(1),
-        "{message}"
+    assert_exits_naming(
+        &mut executor,
+        started,
+        &format!("--scheduler {http} is not a Ballista scheduler"),
     );
-    assert!(
-        message.contains(&format!("--scheduler {http} is not a Ballista scheduler")),
-        "{message}"
-    );
-    assert!(started.elapsed() < Duration::from_secs(30), "{message}");
 }
 
 #[test]
 fn an_executor_whose_scheduler_stops_exits_naming_it() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut scheduler, address) = start_scheduler(dir.path());
+    let (mut scheduler, address) = start_scheduler(dir.path(), &SCHEDULER_FLAGS);
     let mut executor = start_executor(dir.path(), 0, &address, &["--scheduler-timeout", "2"]);
     wait_for(&executor, "Starting poll work loop with scheduler");
     scheduler.kill();
     let stopped = Instant::now();
-    let status = executor.wait_until(stopped + Duration::from_secs(60));
-    let message = executor.log();
-    assert_eq!(
-        status.and_then(|status| status.code()),
-        Some(1),
-        "{message}"
+    assert_exits_naming(
+        &mut executor,
+        stopped,
+        &format!("the scheduler at {address} has not answered this executor's polls"),
     );
-    assert!(
-        message.contains(&format!(
-            "the scheduler at {address} has not answered this executor's polls"
-        )),
-        "{message}"
-    );
-    assert!(stopped.elapsed() < Duration::from_secs(30), "{message}");
 }

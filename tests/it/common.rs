@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::{Int64Array, RecordBatch, UInt64Array};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::arrow::util::pretty::pretty_format_batches;
 use datafusion::parquet::arrow::ArrowWriter;
 use datafusion::prelude::{ParquetReadOptions, SessionContext};
 
@@ -85,6 +86,19 @@ pub async fn query(output: &Path, sql: &str) -> Vec<RecordBatch> {
         .collect()
         .await
         .expect("run")
+}
+
+/// Every row of a query over an output, formatted and sorted, so that two outputs compare whole.
+pub async fn sorted_rows(output: &Path, sql: &str) -> Vec<String> {
+    let batches = query(output, sql).await;
+    let text = pretty_format_batches(&batches).unwrap().to_string();
+    let mut rows: Vec<String> = text
+        .lines()
+        .filter(|line| line.starts_with('|'))
+        .map(str::to_string)
+        .collect();
+    rows.sort();
+    rows
 }
 
 /// (id_a, id_b, distance) of an output's `pairs` with Int64 ids, in file order.

@@ -47,8 +47,38 @@ fn write_labels(path: &Path, rows: &[(i64, i64, i64)], label_type: &str) {
     );
 }
 
+/// `neardup eval --output <run>` with `extra` flags.
+fn eval_args<'a>(run: &'a Path, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["eval", "--output", path_str(run)];
+    args.extend_from_slice(extra);
+    args
+}
+
+/// The eval table of `run` with `extra` flags, insisting the eval succeeds.
+fn eval_table(run: &Path, extra: &[&str]) -> String {
+    neardup_ok(&eval_args(run, extra))
+}
+
+/// Runs the eval of `run` with `extra` flags, insists it fails with exit code 1 without a panic
+/// and without printing scores, and returns its standard error.
+fn failing_eval(run: &Path, extra: &[&str]) -> String {
+    let out = neardup(&eval_args(run, extra));
+    let message = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{message}");
+    assert!(!message.contains("panicked"), "{message}");
+    assert!(out.stdout.is_empty(), "no scores printed");
+    message
+}
+
+/// Each of `parts` is in the eval table `table`.
+fn assert_table_has(table: &str, parts: &[&str]) {
+    for &part in parts {
+        assert!(table.contains(part), "{table}");
+    }
+}
+
 fn eval_json(run: &Path, extra: &[&str]) -> (serde_json::Value, String) {
-    let mut args = vec!["eval", "--output", path_str(run), "--format", "json"];
+    let mut args = eval_args(run, &["--format", "json"]);
     args.extend_from_slice(extra);
     let out = neardup(&args);
     let message = stderr(&out);
@@ -90,16 +120,7 @@ fn a_truth_with_a_repeated_id_is_refused() {
         "SELECT * FROM (VALUES (1, 'a'), (5, 'a'), (9, 'a'), (5, 'b'), (2, 'c'), (12, 'c'), \
          (9, 'a'), (9, 'a')) AS t(id, cluster)",
     );
-    let out = neardup(&[
-        "eval",
-        "--output",
-        path_str(&run),
-        "--truth",
-        path_str(&truth),
-    ]);
-    let message = stderr(&out);
-    assert_eq!(out.status.code(), Some(1), "{message}");
-    assert!(!message.contains("panicked"), "{message}");
+    let message = failing_eval(&run, &["--truth", path_str(&truth)]);
     assert!(message.contains("truth.parquet"), "{message}");
     assert!(
         message.contains("2 ids are listed more than once"),
@@ -107,18 +128,12 @@ fn a_truth_with_a_repeated_id_is_refused() {
     );
     assert!(message.contains("5 (2 times)"), "{message}");
     assert!(message.contains("9 (3 times)"), "{message}");
-    assert!(out.stdout.is_empty(), "no scores printed");
 
     // --unlisted is about labelled pairs: refused with --truth as a usage error.
-    let out = neardup(&[
-        "eval",
-        "--output",
-        path_str(&run),
-        "--truth",
-        path_str(&truth),
-        "--unlisted",
-        "negative",
-    ]);
+    let out = neardup(&eval_args(
+        &run,
+        &["--truth", path_str(&truth), "--unlisted", "negative"],
+    ));
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("--labels"), "{}", stderr(&out));
 }
@@ -171,20 +186,13 @@ fn a_repeated_label_pair_counts_once_and_is_warned_about() {
             "{message}"
         );
     }
-    let table = neardup_ok(&[
-        "eval",
-        "--output",
-        path_str(&run),
-        "--labels",
-        path_str(&repeated_file),
-    ]);
-    assert!(
-        table.contains("20 documents in the run; 5 labelled pairs scored (8 documents)"),
-        "{table}"
-    );
-    assert!(
-        table.contains("| 3 | 2 | 1 | 1 | 1 | 0.6667 | 0.6667 | 0.6667 | - |\n"),
-        "{table}"
+    let table = eval_table(&run, &["--labels", path_str(&repeated_file)]);
+    assert_table_has(
+        &table,
+        &[
+            "20 documents in the run; 5 labelled pairs scored (8 documents)",
+            "| 3 | 2 | 1 | 1 | 1 | 0.6667 | 0.6667 | 0.6667 | - |\n",
+        ],
     );
 }
 
@@ -263,21 +271,15 @@ fn contradicting_and_self_pairs_are_warned_about_and_not_scored() {
     assert_close(&row["f1"], 2.0 / 11.0);
     assert_eq!(report["scored_documents"], 20);
 
-    let table = neardup_ok(&["eval", "--output", path_str(&run), "--labels", file]);
-    assert!(
-        table.contains(
+    let table = eval_table(&run, &["--labels", file]);
+    assert_table_has(
+        &table,
+        &[
             "20 documents in the run; 4 labelled pairs scored (7 documents); 2 with \
-             contradicting labels, ignored\n"
-        ),
-        "{table}"
-    );
-    assert!(
-        table.contains("| 3 | 1 | 1 | 1 | 1 | 0.5000 | 0.5000 | 0.5000 | - | 1 |\n"),
-        "{table}"
-    );
-    assert!(
-        table.contains("ignored: predicted pairs labelled -1 or with contradicting labels"),
-        "{table}"
+             contradicting labels, ignored\n",
+            "| 3 | 1 | 1 | 1 | 1 | 0.5000 | 0.5000 | 0.5000 | - | 1 |\n",
+            "ignored: predicted pairs labelled -1 or with contradicting labels",
+        ],
     );
 }
 
@@ -288,16 +290,7 @@ fn a_label_other_than_1_0_and_minus_1_is_refused() {
     let labels = dir.path().join("bad.parquet");
     // 2 is no label, on a self pair too: the file is malformed, nothing is scored.
     write_labels(&labels, &[(1, 5, 1), (2, 12, 2), (7, 7, 3)], "Int64");
-    let out = neardup(&[
-        "eval",
-        "--output",
-        path_str(&run),
-        "--labels",
-        path_str(&labels),
-    ]);
-    let message = stderr(&out);
-    assert_eq!(out.status.code(), Some(1), "{message}");
-    assert!(!message.contains("panicked"), "{message}");
+    let message = failing_eval(&run, &["--labels", path_str(&labels)]);
     assert!(message.contains("bad.parquet"), "{message}");
     assert!(
         message.contains("2 rows have a label other than 1")
@@ -305,7 +298,6 @@ fn a_label_other_than_1_0_and_minus_1_is_refused() {
             && message.contains("3 for (7, 7)"),
         "{message}"
     );
-    assert!(out.stdout.is_empty(), "no scores printed");
 }
 
 /// drift_dev-like labels: string ids, Int8 labels 1 or -1, negatives not listed.
@@ -357,25 +349,17 @@ fn unlisted_negative_counts_unlisted_predicted_pairs_as_false_positives() {
     // 1, 5, 2, 12, 4, 14, 6 (the ignored pairs' documents are not scored).
     assert_eq!(default["scored_documents"], 7);
 
-    let table = neardup_ok(&[
-        "eval",
-        "--output",
-        path_str(&run),
-        "--labels",
-        path_str(&labels),
-        "--unlisted",
-        "negative",
-    ]);
-    assert!(
-        table.contains(
-            "4 labelled pairs scored (20 documents); 2 labelled -1, ignored; every unlisted \
-             pair of the run's documents is a negative"
-        ),
-        "{table}"
+    let table = eval_table(
+        &run,
+        &["--labels", path_str(&labels), "--unlisted", "negative"],
     );
-    assert!(
-        table.contains("| 3 | 3 | 6 | 1 | 178 | 0.3333 | 0.7500 | 0.4615 | - | 1 |\n"),
-        "{table}"
+    assert_table_has(
+        &table,
+        &[
+            "4 labelled pairs scored (20 documents); 2 labelled -1, ignored; every unlisted \
+             pair of the run's documents is a negative",
+            "| 3 | 3 | 6 | 1 | 178 | 0.3333 | 0.7500 | 0.4615 | - | 1 |\n",
+        ],
     );
 }
 

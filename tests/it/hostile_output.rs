@@ -213,6 +213,19 @@ fn indexed_twice(dir: &Path, extra: &[&str]) -> std::path::PathBuf {
     index
 }
 
+/// The sample again with ids 101..=120, as `dir/batch3.parquet`: a third batch for an index.
+fn third_batch(dir: &Path) -> std::path::PathBuf {
+    let third = dir.join("batch3.parquet");
+    make_parquet(
+        &third,
+        &format!(
+            "SELECT id + 100 AS id, lang, note, text FROM '{}'",
+            sample()
+        ),
+    );
+    third
+}
+
 #[test]
 fn an_index_missing_a_batch_is_refused_naming_it() {
     let dir = tempfile::tempdir().unwrap();
@@ -227,14 +240,7 @@ fn an_index_missing_a_batch_is_refused_naming_it() {
         "SELECT count(*) AS n FROM index_batches",
     ]);
     assert_eq!(batches, "n\n2\n");
-    let third = dir.path().join("batch3.parquet");
-    make_parquet(
-        &third,
-        &format!(
-            "SELECT id + 100 AS id, lang, note, text FROM '{}'",
-            sample()
-        ),
-    );
+    let third = third_batch(dir.path());
     let against = |index: &Path| {
         let output = index.with_extension("out");
         neardup(&[
@@ -287,14 +293,7 @@ fn a_feature_file_edited_between_batches_is_refused() {
     );
 
     std::fs::write(&stop_words, "the\nof\nand\n").unwrap();
-    let third = dir.path().join("batch3.parquet");
-    make_parquet(
-        &third,
-        &format!(
-            "SELECT id + 100 AS id, lang, note, text FROM '{}'",
-            sample()
-        ),
-    );
+    let third = third_batch(dir.path());
     let refused = neardup(&[
         "run",
         "--input",

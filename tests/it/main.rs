@@ -12,4 +12,5 @@ mod features;
 mod hostile_input;
 mod hostile_output;
 mod incremental;
+mod processes;
 mod robustness;
