@@ -104,9 +104,9 @@ pub struct ExecutorArgs {
     /// Folder for shuffle files [default: a temporary folder].
     #[arg(long, value_name = "DIR")]
     pub work_dir: Option<String>,
-    /// Memory the executor's tasks may hold together, e.g. 8G; beyond it they spill to
-    /// --work-dir [default: Ballista's share of the machine's memory].
-    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    /// Memory the executor's tasks may hold together, e.g. 8G (at least 4M); beyond it they
+    /// spill to --work-dir [default: Ballista's share of the machine's memory].
+    #[arg(long, value_name = "SIZE", value_parser = Cut(parse_memory_limit))]
     pub memory_limit: Option<usize>,
     /// Exit with an error naming the scheduler's address when it has not answered for this
     /// many seconds, at start (nothing listening there yet) or later.
@@ -168,7 +168,7 @@ pub struct PlanArgs {
     #[arg(long, value_name = "N")]
     pub docs: Option<u64>,
     /// Largest Hamming distance to find every pair within: 0..=8 of 64 bits, 0..=16 of 128.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, value_parser = Cut(parse_k))]
     pub k: u32,
     /// Fingerprint width.
     #[arg(long, default_value_t = 64, value_name = "64|128")]
@@ -266,7 +266,7 @@ pub struct EvalArgs {
     #[arg(long, value_enum, default_value_t = crate::eval::Unlisted::Ignore, requires = "labels")]
     pub unlisted: crate::eval::Unlisted,
     /// Score every k in a range, e.g. 0..=3 (up to the run's k).
-    #[arg(long, value_name = "LOW..=HIGH", value_parser = parse_sweep)]
+    #[arg(long, value_name = "LOW..=HIGH", value_parser = Cut(parse_sweep))]
     pub sweep: Option<(u32, u32)>,
     /// table or json.
     #[arg(long, default_value = "table", value_parser = ["table", "json"])]
@@ -281,8 +281,64 @@ fn parse_sweep(text: &str) -> std::result::Result<(u32, u32), String> {
         Some((Ok(low), Ok(high))) if low <= high => Ok((low, high)),
         _ => match text.trim().parse::<u32>() {
             Ok(k) => Ok((k, k)),
-            Err(_) => Err(format!("'{text}' is not a range like 0..=3")),
+            Err(_) => Err(format!(
+                "'{}' is not a range like 0..=3",
+                crate::error::echo(text)
+            )),
         },
+    }
+}
+
+/// A value parser whose error echoes the value cut to `crate::error::ECHO_LIMIT` characters
+/// (clap's own message for a function parser repeats the whole value, 120 KB of --features
+/// included).
+#[derive(Clone)]
+struct Cut<F>(F);
+
+impl<F, T> clap::builder::TypedValueParser for Cut<F>
+where
+    F: Fn(&str) -> std::result::Result<T, String> + Clone + Send + Sync + 'static,
+    T: Clone + Send + Sync + 'static,
+{
+    type Value = T;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> std::result::Result<T, clap::Error> {
+        let Some(text) = value.to_str() else {
+            return Err(clap::Error::new(clap::error::ErrorKind::InvalidUtf8).with_cmd(cmd));
+        };
+        (self.0)(text).map_err(|message| {
+            let arg = arg.map_or_else(|| "...".to_string(), |a| a.to_string());
+            clap::Error::raw(
+                clap::error::ErrorKind::ValueValidation,
+                format!(
+                    "invalid value '{}' for '{arg}': {message}\n\nFor more information, try \
+                     '--help'.",
+                    crate::error::echo(text)
+                ),
+            )
+            .with_cmd(cmd)
+        })
+    }
+}
+
+/// `--k`: 0..=16 here (the most of 128-bit fingerprints); `job::check_k` holds 64-bit ones to
+/// 0..=8 once the width is known.
+fn parse_k(text: &str) -> std::result::Result<u32, String> {
+    let allowed = format!(
+        "--k (the largest Hamming distance that matches) allows 0..={} for 64-bit \
+         fingerprints, 0..={} with --bits 128",
+        job::MAX_K,
+        2 * job::MAX_K
+    );
+    match text.trim().parse::<u32>() {
+        Ok(k) if k <= 2 * job::MAX_K => Ok(k),
+        Ok(k) => Err(format!("{k} is too large; {allowed}")),
+        Err(_) => Err(format!("not a whole number from 0; {allowed}")),
     }
 }
 
@@ -320,7 +376,7 @@ pub struct RunArgs {
     pub text_column: String,
     /// Largest Hamming distance at which two documents are duplicates: 0..=8 of 64 bits,
     /// 0..=16 of 128 bits; every pair within it is found, whatever the plan.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, value_parser = Cut(parse_k))]
     pub k: u32,
     /// How candidate pairs are found; both give the same pairs (docs/BENCHMARKS.md).
     #[arg(long, value_enum, default_value_t = Matching::Scan)]
@@ -349,8 +405,8 @@ pub struct RunArgs {
     /// Cleaning and feature options, e.g. mode=chars,n=3 (listed below; unset keys keep their
     /// defaults). The same string works in SQL: simhash(text, 'mode=chars,n=3').
     #[arg(long, value_name = "KEY=VALUE,...", default_value = "", hide_default_value = true,
-          value_parser = parse_features)]
-    pub features: FeatureOptions,
+          value_parser = Cut(parse_features))]
+    pub features: FeaturesArg,
     /// Fingerprint width: 64 (UInt64, four 16-bit buckets) or 128 (FixedSizeBinary(16),
     /// bucket1..bucket8, k up to 16), for finer distinctions between long texts. The same as
     /// --features bits=N.
@@ -400,9 +456,9 @@ pub struct ConsoleArgs {
     /// Print nothing but errors (no stage times, no progress bars, no summary).
     #[arg(long, short, conflicts_with = "verbose")]
     pub quiet: bool,
-    /// Most memory DataFusion's sorts, aggregates and joins may hold, e.g. 512M or 4G; beyond
-    /// it they spill to the temporary folder (TMPDIR). Unlimited by default.
-    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    /// Most memory DataFusion's sorts, aggregates and joins may hold, e.g. 512M or 4G (at
+    /// least 4M); beyond it they spill to the temporary folder (TMPDIR). Unlimited by default.
+    #[arg(long, value_name = "SIZE", value_parser = Cut(parse_memory_limit))]
     pub memory_limit: Option<usize>,
     /// Also log each stage's SQL as it runs and the planner's comparison (the same as
     /// RUST_LOG=neardup=debug; RUST_LOG=datafusion=debug adds DataFusion's own log).
@@ -460,34 +516,81 @@ fn parse_size(text: &str) -> std::result::Result<usize, String> {
         "K" => 1 << 10,
         "M" => 1 << 20,
         "G" => 1 << 30,
-        _ => return Err(format!("'{text}' is not a size such as 512M or 4G")),
+        _ => return Err(not_a_size(text)),
     };
     digits
         .parse::<usize>()
         .ok()
         .and_then(|n| n.checked_mul(multiplier))
         .filter(|&n| n > 0)
-        .ok_or_else(|| format!("'{text}' is not a size such as 512M or 4G"))
+        .ok_or_else(|| not_a_size(text))
+}
+
+fn not_a_size(text: &str) -> String {
+    format!(
+        "'{}' is not a size such as 512M or 4G",
+        crate::error::echo(text)
+    )
+}
+
+/// The smallest `--memory-limit`: the shipped sample's run needs 4M on two partitions (at 2M a
+/// sort cannot reserve its merge buffer). More partitions need more; DataFusion's "Resources
+/// exhausted" then says to raise the limit or lower --threads (`crate::error::resource_hint`).
+pub const MIN_MEMORY_LIMIT: usize = 4 << 20;
+
+/// `--memory-limit`: a size (`parse_size`) of at least `MIN_MEMORY_LIMIT`.
+fn parse_memory_limit(text: &str) -> std::result::Result<usize, String> {
+    let bytes = parse_size(text)?;
+    if bytes < MIN_MEMORY_LIMIT {
+        return Err(format!(
+            "too small to run in: DataFusion's sorts, aggregates and Parquet writers each \
+             reserve buffers of their own, so neardup needs at least {}M (more with many \
+             --threads), e.g. 512M or 4G",
+            MIN_MEMORY_LIMIT >> 20
+        ));
+    }
+    Ok(bytes)
+}
+
+/// `--features` as given: the options, and the width if the string names one (`bits=`), so
+/// that `--bits` can be checked against it (`FeatureOptions` alone cannot tell `bits=64` from
+/// the default).
+#[derive(Debug, Clone)]
+pub struct FeaturesArg {
+    pub options: FeatureOptions,
+    pub bits: Option<u32>,
 }
 
 /// `--bits` sets the features' width; it may not contradict a `bits=` in `--features`.
-fn with_bits(mut features: FeatureOptions, bits: Option<&str>) -> Result<FeatureOptions> {
+fn with_bits(features: FeaturesArg, bits: Option<&str>) -> Result<FeatureOptions> {
+    let FeaturesArg {
+        mut options,
+        bits: given,
+    } = features;
     let Some(bits) = bits else {
-        return Ok(features);
+        return Ok(options);
     };
     let bits: u32 = if bits == "128" { 128 } else { 64 };
-    if features.bits != 64 && features.bits != bits {
+    if let Some(given) = given.filter(|&given| given != bits) {
         return Err(crate::error::Error::Usage(format!(
-            "--bits {bits} contradicts bits={} in --features",
-            features.bits
+            "--bits {bits} contradicts bits={given} in --features; give the fingerprint width \
+             once (--bits {bits}, or bits={bits} in --features)"
         )));
     }
-    features.bits = bits;
-    Ok(features)
+    options.bits = bits;
+    Ok(options)
 }
 
-fn parse_features(text: &str) -> std::result::Result<FeatureOptions, String> {
-    FeatureOptions::parse(text).map_err(|e| e.to_string())
+fn parse_features(text: &str) -> std::result::Result<FeaturesArg, String> {
+    let options = FeatureOptions::parse(text).map_err(|e| e.to_string())?;
+    // The last `bits=` counts, as in `FeatureOptions::parse`, which has checked the value.
+    let bits = text
+        .split(',')
+        .filter_map(|item| item.split_once('='))
+        .filter(|(key, _)| key.trim() == "bits")
+        .filter_map(|(_, value)| value.trim().parse::<u32>().ok())
+        .next_back();
+    Ok(FeaturesArg { options, bits })
 }
 
 #[derive(Debug, Args)]
@@ -506,7 +609,7 @@ pub struct MatchArgs {
     pub simhash_column: String,
     /// Largest Hamming distance at which two fingerprints match: 0..=8; every pair within it is
     /// found, whatever the plan.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, value_parser = Cut(parse_k))]
     pub k: u32,
     /// How candidate pairs are found; both give the same pairs (docs/BENCHMARKS.md).
     #[arg(long, value_enum, default_value_t = Matching::Scan)]
@@ -757,5 +860,50 @@ mod tests {
         for bad in ["", "0", "M", "12X", "-5M", "99999999999999999999G"] {
             assert!(super::parse_size(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn memory_limits_below_the_floor_are_refused() {
+        assert_eq!(super::parse_memory_limit("4M"), Ok(4 << 20));
+        assert_eq!(super::parse_memory_limit("1G"), Ok(1 << 30));
+        for small in ["1", "1K", "3M", "4194303"] {
+            let err = super::parse_memory_limit(small).unwrap_err();
+            assert!(err.contains("at least 4M"), "{small}: {err}");
+        }
+        assert!(
+            super::parse_memory_limit("lots")
+                .unwrap_err()
+                .contains("512M")
+        );
+    }
+
+    #[test]
+    fn k_is_parsed_up_to_the_widest_fingerprints() {
+        assert_eq!(super::parse_k("0"), Ok(0));
+        assert_eq!(super::parse_k("16"), Ok(16));
+        for bad in ["-1", "17", "99999999999", "many"] {
+            let err = super::parse_k(bad).unwrap_err();
+            assert!(
+                err.contains("0..=8 for 64-bit") && err.contains("0..=16 with --bits 128"),
+                "{bad}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn bits_given_twice_must_agree() {
+        let given = |text: &str| super::parse_features(text).unwrap();
+        assert_eq!(given("mode=chars").bits, None);
+        assert_eq!(given("bits=128, bits = 64").bits, Some(64));
+        let err = super::with_bits(given("bits=64"), Some("128"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("--bits 128 contradicts bits=64 in --features"),
+            "{err}"
+        );
+        assert!(super::with_bits(given("bits=64"), Some("64")).is_ok());
+        assert_eq!(super::with_bits(given(""), Some("128")).unwrap().bits, 128);
+        assert_eq!(super::with_bits(given("bits=128"), None).unwrap().bits, 128);
     }
 }

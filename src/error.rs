@@ -29,12 +29,14 @@ pub enum Error {
     #[error("internal error (a bug in neardup): {0}")]
     Internal(String),
 
-    /// A query or stage failed inside DataFusion; `context` names the stage.
-    #[error("{context}: {source}")]
+    /// A query or stage failed inside DataFusion; `context` names the stage, `hint` (empty or
+    /// starting with "; ") says what a full disk or the memory limit means for the user.
+    #[error("{context}: {source}{hint}")]
     Query {
         context: String,
         #[source]
         source: Box<DataFusionError>,
+        hint: String,
     },
 }
 
@@ -43,6 +45,26 @@ impl Error {
         Error::Io {
             path: path.into(),
             source,
+        }
+    }
+
+    /// A failed COPY names the folder it was writing when that folder's disk is full
+    /// (object_store's message names neither the file nor the folder).
+    pub fn writing(self, destination: &str) -> Self {
+        match self {
+            Error::Query {
+                context,
+                source,
+                hint,
+            } => {
+                let hint = write_hint(&source.to_string(), destination).unwrap_or(hint);
+                Error::Query {
+                    context,
+                    source,
+                    hint,
+                }
+            }
+            other => other,
         }
     }
 
@@ -62,9 +84,124 @@ pub trait QueryContext<T> {
 
 impl<T> QueryContext<T> for std::result::Result<T, DataFusionError> {
     fn context(self, context: impl FnOnce() -> String) -> Result<T> {
-        self.map_err(|source| Error::Query {
-            context: context(),
-            source: Box::new(source),
+        self.map_err(|source| {
+            let hint = resource_hint(&source.to_string(), &std::env::temp_dir());
+            Error::Query {
+                context: context(),
+                source: Box::new(source),
+                hint,
+            }
         })
+    }
+}
+
+const NO_SPACE: &str = "No space left on device";
+
+/// object_store's local file system, which every COPY writes through; DataFusion's spill
+/// files are written with `std::fs` in the disk manager's temporary folder instead.
+const OBJECT_STORE_WRITE: &str = "LocalFileSystem";
+
+/// What a DataFusion error means when it is about a full disk or the memory limit, and what to
+/// do; empty otherwise. `temp_dir` is where DataFusion's disk manager spills (its default is
+/// `std::env::temp_dir()`, that is TMPDIR).
+pub fn resource_hint(message: &str, temp_dir: &std::path::Path) -> String {
+    if message.contains(NO_SPACE) {
+        if message.contains(OBJECT_STORE_WRITE) {
+            return "; a file being written is on a full disk: free space on it, or write to \
+                    a folder on a larger disk"
+                .into();
+        }
+        return format!(
+            "; the temporary folder {} is full: DataFusion spills sorts, aggregates and joins \
+             there beyond --memory-limit (on a cluster, to each executor's --work-dir). Free \
+             space there, set TMPDIR to a folder on a larger disk, or raise --memory-limit",
+            temp_dir.display()
+        );
+    }
+    if message.contains("Resources exhausted") {
+        return "; --memory-limit is too small for this stage: raise it, or lower --threads \
+                (each partition holds buffers of its own)"
+            .into();
+    }
+    String::new()
+}
+
+/// The hint for a COPY into `destination` that failed because that disk is full.
+fn write_hint(message: &str, destination: &str) -> Option<String> {
+    (message.contains(NO_SPACE) && message.contains(OBJECT_STORE_WRITE)).then(|| {
+        format!(
+            "; the disk holding {destination} is full: free space there, or write to a folder \
+             on a larger disk"
+        )
+    })
+}
+
+/// Most characters of a user's value a message echoes.
+pub const ECHO_LIMIT: usize = 200;
+
+/// A value as a message echoes it: whole up to `ECHO_LIMIT` characters, else its start and how
+/// many characters were left out (a 120 KB option string is not printed back whole).
+pub fn echo(value: &str) -> String {
+    match value.char_indices().nth(ECHO_LIMIT) {
+        None => value.to_string(),
+        Some((end, _)) => format!(
+            "{}… ({} more characters)",
+            &value[..end],
+            value[end..].chars().count()
+        ),
+    }
+}
+
+/// `echo` in double quotes with Rust's escapes, as `{:?}` shows a short value.
+pub fn echo_quoted(value: &str) -> String {
+    match value.char_indices().nth(ECHO_LIMIT) {
+        None => format!("{value:?}"),
+        Some((end, _)) => format!(
+            "\"{}…\" ({} more characters)",
+            value[..end].escape_debug(),
+            value[end..].chars().count()
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_values_are_cut_when_echoed() {
+        assert_eq!(echo("mode=x"), "mode=x");
+        assert_eq!(echo_quoted("a\"b"), "\"a\\\"b\"");
+        let long = "é".repeat(ECHO_LIMIT + 5);
+        let shown = echo(&long);
+        assert!(shown.starts_with(&"é".repeat(ECHO_LIMIT)), "{shown}");
+        assert!(shown.ends_with("… (5 more characters)"), "{shown}");
+        let quoted = echo_quoted(&"x".repeat(120_000));
+        assert!(quoted.ends_with("…\" (119800 more characters)"), "{quoted}");
+        assert!(quoted.len() < 300);
+        assert_eq!(echo(&"y".repeat(ECHO_LIMIT)), "y".repeat(ECHO_LIMIT));
+    }
+
+    #[test]
+    fn full_disks_and_the_memory_limit_are_explained() {
+        let temp = std::path::Path::new("/scratch/tmp");
+        let spill = "Arrow error: Io error: IO error: No space left on device (os error 28)";
+        let hint = resource_hint(spill, temp);
+        assert!(
+            hint.contains("/scratch/tmp") && hint.contains("TMPDIR"),
+            "{hint}"
+        );
+        let copy = "IO error: Generic LocalFileSystem error: Unable to copy data to file: No \
+                    space left on device (os error 28)";
+        assert!(!resource_hint(copy, temp).contains("/scratch/tmp"));
+        let named = write_hint(copy, "/out/.o.neardup-staging-1/pairs/").unwrap();
+        assert!(
+            named.contains("/out/.o.neardup-staging-1/pairs/"),
+            "{named}"
+        );
+        assert_eq!(write_hint(spill, "/out/"), None);
+        let memory = "Resources exhausted: Failed to allocate additional 72.7 KB";
+        assert!(resource_hint(memory, temp).contains("--memory-limit"));
+        assert_eq!(resource_hint("Parquet error: bad page", temp), "");
     }
 }

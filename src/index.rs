@@ -423,16 +423,7 @@ impl Index {
         folder: &str,
         fields: Vec<Field>,
     ) -> Result<()> {
-        let mut files = Vec::new();
-        for (_, dir) in &self.batches {
-            let dir = dir.join(folder);
-            for entry in std::fs::read_dir(&dir).map_err(|e| Error::io(&dir, e))? {
-                let path = entry.map_err(|e| Error::io(&dir, e))?.path();
-                if path.extension().is_some_and(|e| e == "parquet") {
-                    files.push(path.display().to_string());
-                }
-            }
-        }
+        let files = self.table_files(folder)?;
         let what = || format!("reading the index table {name} in {}", self.dir.display());
         if files.is_empty() {
             let schema: SchemaRef = Arc::new(Schema::new(fields));
@@ -441,12 +432,60 @@ impl Index {
             ctx.register_table(name, Arc::new(table)).context(what)?;
             return Ok(());
         }
-        let frame = ctx
-            .read_parquet(files, ParquetReadOptions::default())
-            .await
-            .context(what)?;
+        let paths: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+        let frame = match ctx.read_parquet(paths, ParquetReadOptions::default()).await {
+            Ok(frame) => frame,
+            // A damaged footer fails here, before any stage: name the file.
+            Err(e) => {
+                if let Some(named) = self.name_unreadable(ctx, &files).await {
+                    return Err(named);
+                }
+                return Err(e).context(what);
+            }
+        };
         ctx.register_table(name, frame.into_view()).context(what)?;
         Ok(())
+    }
+
+    /// The Parquet files of one table (`documents` or `group_log`) over every batch.
+    fn table_files(&self, folder: &str) -> Result<Vec<PathBuf>> {
+        let mut files = Vec::new();
+        for (_, dir) in &self.batches {
+            let dir = dir.join(folder);
+            for entry in std::fs::read_dir(&dir).map_err(|e| Error::io(&dir, e))? {
+                let path = entry.map_err(|e| Error::io(&dir, e))?.path();
+                if path.extension().is_some_and(|e| e == "parquet") {
+                    files.push(path);
+                }
+            }
+        }
+        Ok(files)
+    }
+
+    /// After a failed stage: the index's first file that cannot be read, named with the batch
+    /// it belongs to, or `None` when every file reads (the probe of `job::find_unreadable_file`,
+    /// which names a corrupt input the same way).
+    pub async fn name_unreadable_file(&self, ctx: &SessionContext) -> Option<Error> {
+        let mut files = Vec::new();
+        for folder in [DOCUMENTS_DIR, GROUP_LOG_DIR] {
+            files.extend(self.table_files(folder).ok()?);
+        }
+        self.name_unreadable(ctx, &files).await
+    }
+
+    async fn name_unreadable(&self, ctx: &SessionContext, files: &[PathBuf]) -> Option<Error> {
+        let (file, message) = crate::job::find_unreadable_file(ctx, files).await?;
+        let batch = file
+            .ancestors()
+            .find(|folder| folder.parent() == Some(self.dir.as_path()))
+            .unwrap_or(self.dir.as_path());
+        Some(Error::Input(format!(
+            "--index {}: {} cannot be read: {message}. The index is damaged: restore {} from a \
+             backup (or the run that wrote it), or start a new index",
+            self.dir.display(),
+            file.display(),
+            batch.display()
+        )))
     }
 
     /// Makes the staged batch part of the index: writes `index.json` if the index is new, the
@@ -518,8 +557,13 @@ impl Index {
 
 fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-    serde_json::from_str(&text)
-        .map_err(|e| Error::Input(format!("{} cannot be read: {e}", path.display())))
+    serde_json::from_str(&text).map_err(|e| {
+        Error::Input(format!(
+            "{} cannot be read: {e}. The index is damaged: restore the file from a backup, or \
+             start a new index",
+            path.display()
+        ))
+    })
 }
 
 /// Writes beside the target and renames, so readers never see half a file.

@@ -515,14 +515,19 @@ impl Corpus {
             Err(_) => Err(Error::Input(format!(
                 "{}: no {role} column '{name}'; the columns are: {} (choose with --{role}-column)",
                 self.files[0].display(),
-                self.schema
-                    .fields()
-                    .iter()
-                    .map(|f| f.name().as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                self.column_names()
             ))),
         }
+    }
+
+    /// The columns, comma-separated, for messages (partition folders' columns last).
+    pub fn column_names(&self) -> String {
+        self.schema
+            .fields()
+            .iter()
+            .map(|f| f.name().as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 
     /// Checks the id column exists and holds integers or strings (ids are compared and joined).
@@ -556,6 +561,14 @@ impl Corpus {
                 quote_ident(name)
             )));
         }
+        if matches!(&text_type, DataType::Dictionary(_, values) if is_string(values)) {
+            return Err(Error::Input(dictionary_text_message(
+                &self.files[0],
+                self.files.len(),
+                name,
+                &text_type,
+            )));
+        }
         Err(Error::Input(format!(
             "{}: text column '{name}' has type {text_type}; it must be a string column",
             self.files[0].display()
@@ -583,6 +596,39 @@ impl Corpus {
             Some(path) => format!("{} row {}", path.display(), row + 1),
             None => format!("input order {input_order}"),
         }
+    }
+}
+
+/// A dictionary-encoded text column, with the SQL that decodes it (tried on DataFusion 55:
+/// `SELECT * REPLACE (...)` keeps the other columns and their order).
+fn dictionary_text_message(file: &Path, files: usize, name: &str, text_type: &DataType) -> String {
+    let column = sql_name(name);
+    let each = if files > 1 {
+        " (for each input file)"
+    } else {
+        ""
+    };
+    format!(
+        "{}: text column '{name}' is dictionary-encoded (type {text_type}); neardup reads plain \
+         strings. Decode it first{each}, e.g. neardup query \"COPY (SELECT * REPLACE \
+         (arrow_cast({column}, 'Utf8') AS {column}) FROM {}) TO '<new file>.parquet'\" and \
+         give the new file as --input",
+        file.display(),
+        quote_literal(&file.display().to_string())
+    )
+}
+
+/// A column name as SQL takes it: bare when it is lower-case letters, digits and '_' (so the
+/// command can be pasted into a shell between double quotes), quoted otherwise.
+fn sql_name(name: &str) -> String {
+    let bare = name.starts_with(|c: char| c.is_ascii_lowercase() || c == '_')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if bare {
+        name.to_string()
+    } else {
+        quote_ident(name)
     }
 }
 
@@ -651,6 +697,32 @@ mod tests {
     fn quoting() {
         assert_eq!(quote_ident("Doc \"ID\""), "\"Doc \"\"ID\"\"\"");
         assert_eq!(quote_literal("it's"), "'it''s'");
+    }
+
+    #[test]
+    fn a_dictionary_text_column_is_named_with_the_sql_to_decode_it() {
+        let text_type = DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8));
+        let message = dictionary_text_message(Path::new("/data/in.parquet"), 1, "text", &text_type);
+        assert!(
+            message.contains("dictionary-encoded (type Dictionary(Int32, Utf8))"),
+            "{message}"
+        );
+        assert!(
+            message.contains(
+                "COPY (SELECT * REPLACE (arrow_cast(text, 'Utf8') AS text) FROM \
+                 '/data/in.parquet') TO '<new file>.parquet'"
+            ),
+            "{message}"
+        );
+        assert!(!message.contains("for each input file"), "{message}");
+        let message = dictionary_text_message(Path::new("/d/a.parquet"), 2, "Body", &text_type);
+        assert!(
+            message.contains("arrow_cast(\"Body\", 'Utf8') AS \"Body\"")
+                && message.contains("for each input file"),
+            "{message}"
+        );
+        assert_eq!(sql_name("text_2"), "text_2");
+        assert_eq!(sql_name("2x"), "\"2x\"");
     }
 
     #[test]

@@ -248,12 +248,14 @@ fn pause_for_tests(stage: &str) {
     }
 }
 
-/// A stage failed inside DataFusion: if an input file is corrupt, say which one (DataFusion's
-/// message does not say which file of many it was reading).
+/// A stage failed inside DataFusion: if an input file or a file of the index the job matches
+/// against is corrupt, say which one (DataFusion's message does not say which file of many it
+/// was reading).
 async fn name_corrupt_input(
     ctx: &SessionContext,
     error: Error,
     corpus: &Corpus,
+    batch: Option<&IndexedBatch>,
     console: &Console,
 ) -> Error {
     // On a cluster the failure is as likely the cluster's, and reading every file again there
@@ -261,17 +263,18 @@ async fn name_corrupt_input(
     if !matches!(error, Error::Query { .. }) || console.cluster.is_some() {
         return error;
     }
-    match find_unreadable_file(ctx, &corpus.files).await {
-        Some((file, message)) => {
-            Error::Input(format!("{} cannot be read: {message}", file.display()))
-        }
+    if let Some((file, message)) = find_unreadable_file(ctx, &corpus.files).await {
+        return Error::Input(format!("{} cannot be read: {message}", file.display()));
+    }
+    match batch {
+        Some(batch) => batch.index.name_unreadable_file(ctx).await.unwrap_or(error),
         None => error,
     }
 }
 
 /// Reads every file completely, the way the stages read it, and returns the first that fails
 /// with its error. Runs only after a failure, so its cost is paid only then.
-async fn find_unreadable_file(
+pub(crate) async fn find_unreadable_file(
     ctx: &SessionContext,
     files: &[PathBuf],
 ) -> Option<(PathBuf, String)> {
@@ -377,7 +380,10 @@ pub async fn run(options: &RunOptions) -> Result<Summary> {
     };
     let plan = match stages.await {
         Ok(plan) => plan,
-        Err(e) => return Err(name_corrupt_input(&ctx, e, &corpus, &options.console).await),
+        Err(e) => {
+            let batch = batch.as_ref();
+            return Err(name_corrupt_input(&ctx, e, &corpus, batch, &options.console).await);
+        }
     };
 
     let fresh = batch.as_ref().map(|b| b.number);
@@ -458,7 +464,10 @@ pub async fn match_fingerprints(options: &MatchOptions) -> Result<Summary> {
     };
     let plan = match stages.await {
         Ok(plan) => plan,
-        Err(e) => return Err(name_corrupt_input(&ctx, e, &corpus, &options.console).await),
+        Err(e) => {
+            let batch = batch.as_ref();
+            return Err(name_corrupt_input(&ctx, e, &corpus, batch, &options.console).await);
+        }
     };
     let fresh = batch.as_ref().map(|b| b.number);
     let counts = count(&ctx, false, 0, fresh).await?;
@@ -511,8 +520,27 @@ fn partition_clause(corpus: &Corpus, columns: &[String]) -> Result<String> {
     if columns.is_empty() {
         return Ok(String::new());
     }
+    // Before any work: DataFusion would refuse these only when dedup is written, at the end.
+    let given = crate::error::echo(&columns.join(","));
+    if let Some(twice) = columns
+        .iter()
+        .enumerate()
+        .find_map(|(i, c)| columns[..i].contains(c).then_some(c))
+    {
+        return Err(Error::Usage(format!(
+            "--partition-by {given}: column '{}' is named twice; name each column once",
+            crate::error::echo(twice)
+        )));
+    }
     for column in columns {
-        corpus.column_type(column, "partition-by")?;
+        if corpus.schema.field_with_name(column).is_err() {
+            return Err(Error::Input(format!(
+                "--partition-by {given}: {} has no column '{}'; the columns are: {}",
+                corpus.files[0].display(),
+                crate::error::echo(column),
+                corpus.column_names()
+            )));
+        }
         // DataFusion takes the names in PARTITIONED BY as written, quotes included.
         if !column.chars().all(|c| c.is_alphanumeric() || c == '_') {
             return Err(Error::Usage(format!(
@@ -521,6 +549,14 @@ fn partition_clause(corpus: &Corpus, columns: &[String]) -> Result<String> {
                  neardup query)"
             )));
         }
+    }
+    // The columns are distinct and exist, so as many as the schema has are all of them.
+    if columns.len() >= corpus.schema.fields().len() {
+        return Err(Error::Usage(format!(
+            "--partition-by {given}: these are all the input's columns, so the dedup files \
+             would hold no column at all (partition values live only in folder names); leave \
+             at least one column out"
+        )));
     }
     Ok(format!("PARTITIONED BY ({})", columns.join(", ")))
 }
@@ -1479,4 +1515,46 @@ async fn count(
         documents_removed: first_value(&groups, 2)?,
         documents_kept: None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn corpus(columns: &[&str]) -> Corpus {
+        let fields: Vec<Field> = columns
+            .iter()
+            .map(|name| Field::new(*name, DataType::Utf8, true))
+            .collect();
+        Corpus {
+            files: vec![PathBuf::from("/data/in.parquet")],
+            schema: Arc::new(Schema::new(fields)),
+            rows: 0,
+            partition_columns: Vec::new(),
+            partition_values: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn partition_columns_are_checked_before_any_work() {
+        let corpus = corpus(&["id", "text", "dt"]);
+        let names = |list: &[&str]| list.iter().map(|c| c.to_string()).collect::<Vec<_>>();
+        let clause = partition_clause(&corpus, &names(&["dt"])).unwrap();
+        assert_eq!(clause, "PARTITIONED BY (dt)");
+        assert_eq!(partition_clause(&corpus, &[]).unwrap(), "");
+        let err = partition_clause(&corpus, &names(&["nosuch"])).unwrap_err();
+        assert_eq!(err.exit_code(), 1);
+        let message = err.to_string();
+        assert!(
+            message.contains("no column 'nosuch'") && message.contains("id, text, dt"),
+            "{message}"
+        );
+        assert!(!message.contains("-column"), "{message}");
+        let err = partition_clause(&corpus, &names(&["dt", "dt"])).unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        assert!(err.to_string().contains("'dt' is named twice"), "{err}");
+        let err = partition_clause(&corpus, &names(&["id", "text", "dt"])).unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        assert!(err.to_string().contains("all the input's columns"), "{err}");
+    }
 }

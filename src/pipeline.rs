@@ -281,12 +281,21 @@ pub async fn run_statements(ctx: &SessionContext, sql: &str, origin: &str) -> Re
             )),
             _ => None,
         };
-        ctx.execute_logical_plan(plan)
-            .await
-            .context(what)?
-            .collect()
-            .await
-            .context(what)?;
+        // A COPY that fails on a full disk names the folder it was writing.
+        let destination = match &plan {
+            LogicalPlan::Copy(copy) => Some(copy.output_url.clone()),
+            _ => None,
+        };
+        let written = match ctx.execute_logical_plan(plan).await.context(what) {
+            Ok(frame) => frame.collect().await.context(what),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = written {
+            return Err(match &destination {
+                Some(destination) => e.writing(destination),
+                None => e,
+            });
+        }
         if let Some((folder, schema)) = folder_copy {
             ensure_table_file(&folder, schema)?;
         }

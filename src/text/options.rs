@@ -9,6 +9,8 @@
 use std::fmt;
 use std::path::PathBuf;
 
+use crate::error::echo_quoted;
+
 /// How a cleaned text is cut into features.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Mode {
@@ -53,7 +55,8 @@ impl Mode {
             .ok_or_else(|| {
                 let names: Vec<&str> = Mode::ALL.iter().map(|(_, name)| *name).collect();
                 OptionError(format!(
-                    "feature option mode={value:?} is not a mode; valid modes: {}",
+                    "feature option mode={} is not a mode; valid modes: {}",
+                    echo_quoted(value),
                     names.join(", ")
                 ))
             })
@@ -219,8 +222,9 @@ impl FeatureOptions {
                 None if item == "default" => continue,
                 None => {
                     return Err(OptionError(format!(
-                        "feature option {item:?} has no value; write key=value, e.g. mode=chars \
+                        "feature option {} has no value; write key=value, e.g. mode=chars \
                          (valid options: {})",
+                        echo_quoted(item),
                         KEYS.join(", ")
                     )));
                 }
@@ -234,7 +238,8 @@ impl FeatureOptions {
                         "128" => 128,
                         _ => {
                             return Err(OptionError(format!(
-                                "feature option bits={value:?} is not valid; valid values: 64, 128"
+                                "feature option bits={} is not valid; valid values: 64, 128",
+                                echo_quoted(value)
                             )));
                         }
                     }
@@ -250,7 +255,8 @@ impl FeatureOptions {
                         "exact" => EmptyPolicy::Exact,
                         _ => {
                             return Err(OptionError(format!(
-                                "feature option empty={value:?} is not valid; valid values: skip, exact"
+                                "feature option empty={} is not valid; valid values: skip, exact",
+                                echo_quoted(value)
                             )));
                         }
                     }
@@ -265,7 +271,8 @@ impl FeatureOptions {
                         _ if switch(key, value).is_ok() => T2s::Off,
                         _ => {
                             return Err(OptionError(format!(
-                                "feature option t2s={value:?} is not valid; valid values: on, off, tw"
+                                "feature option t2s={} is not valid; valid values: on, off, tw",
+                                echo_quoted(value)
                             )));
                         }
                     }
@@ -281,7 +288,8 @@ impl FeatureOptions {
                 }
                 _ => {
                     return Err(OptionError(format!(
-                        "unknown feature option {key:?}; valid options: {}",
+                        "unknown feature option {}; valid options: {}",
+                        echo_quoted(key),
                         KEYS.join(", ")
                     )));
                 }
@@ -298,7 +306,8 @@ fn count(key: &str, value: &str, min: usize) -> Result<usize, OptionError> {
         .filter(|v| (min..=MAX_COUNT).contains(v))
         .ok_or_else(|| {
             OptionError(format!(
-                "feature option {key}={value:?} must be a whole number from {min} to {MAX_COUNT}"
+                "feature option {key}={} must be a whole number from {min} to {MAX_COUNT}",
+                echo_quoted(value)
             ))
         })
 }
@@ -308,7 +317,8 @@ fn switch(key: &str, value: &str) -> Result<bool, OptionError> {
         "on" | "true" | "yes" | "1" => Ok(true),
         "off" | "false" | "no" | "0" => Ok(false),
         _ => Err(OptionError(format!(
-            "feature option {key}={value:?} must be on or off"
+            "feature option {key}={} must be on or off",
+            echo_quoted(value)
         ))),
     }
 }
@@ -442,5 +452,23 @@ mod tests {
         assert!(e.contains("skip, exact"), "{e}");
         let e = err("idf=");
         assert!(e.contains("idf"), "{e}");
+    }
+
+    #[test]
+    fn long_values_are_cut_in_errors() {
+        let err = |s: &str| FeatureOptions::parse(s).unwrap_err().0;
+        let long = "x".repeat(120_000);
+        for text in [
+            format!("mode={long}"),
+            format!("html={long}"),
+            format!("top_k={long}"),
+            format!("{long}=1"),
+            long.clone(),
+        ] {
+            let e = err(&text);
+            let start: String = e.chars().take(600).collect();
+            assert!(e.len() < 600, "{} bytes: {start}", e.len());
+            assert!(e.contains("more characters)"), "{e}");
+        }
     }
 }

@@ -12,5 +12,6 @@ mod features;
 mod hostile_input;
 mod hostile_output;
 mod incremental;
+mod messages;
 mod processes;
 mod robustness;
