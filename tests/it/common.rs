@@ -164,3 +164,29 @@ pub fn write_fingerprints(path: &Path, fingerprints: &[(i64, u64)]) {
 
 /// The project's deterministic generator, so tests need no seed handling.
 pub use neardup::generate::SplitMix64;
+
+/// A small tmpfs mounted for a test (root only); `None` where the machine does not allow
+/// mounting one. Unmounted when dropped.
+pub struct Tmpfs(tempfile::TempDir);
+
+impl Tmpfs {
+    pub fn mount(options: &str) -> Option<Self> {
+        let dir = tempfile::tempdir().ok()?;
+        let status = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", options, "tmpfs", path_str(dir.path())])
+            .stderr(std::process::Stdio::null())
+            .status()
+            .ok()?;
+        status.success().then_some(Self(dir))
+    }
+
+    pub fn path(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.0.path()).status();
+    }
+}

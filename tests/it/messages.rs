@@ -2,10 +2,10 @@
 //! or folder it is about (docs/ROBUSTNESS.md lists them).
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use crate::common::{
-    failing_sample_run, fixture, make_parquet, neardup, neardup_ok, path_str, stderr,
+    Tmpfs, failing_sample_run, fixture, make_parquet, neardup, neardup_ok, path_str, stderr,
 };
 
 #[test]
@@ -275,31 +275,6 @@ fn a_corrupt_index_file_is_named() {
     }
     let (code, message) = second_batch(dir.path(), &index, "out-repaired");
     assert_eq!(code, Some(0), "{message}");
-}
-
-/// A small tmpfs (root only); `None` where the machine does not allow mounting one.
-struct Tmpfs(tempfile::TempDir);
-
-impl Tmpfs {
-    fn mount(options: &str) -> Option<Self> {
-        let dir = tempfile::tempdir().ok()?;
-        let status = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", options, "tmpfs", path_str(dir.path())])
-            .stderr(Stdio::null())
-            .status()
-            .ok()?;
-        status.success().then_some(Self(dir))
-    }
-
-    fn path(&self) -> &Path {
-        self.0.path()
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(self.0.path()).status();
-    }
 }
 
 #[test]

@@ -10,7 +10,7 @@ use datafusion::arrow::array::AsArray;
 use datafusion::arrow::datatypes::Int64Type;
 
 use crate::common::{
-    failing_sample_run, fixture, make_parquet, neardup, neardup_ok, path_str, query, stderr,
+    Tmpfs, failing_sample_run, fixture, make_parquet, neardup, neardup_ok, path_str, query, stderr,
     summary,
 };
 
@@ -277,34 +277,13 @@ fn output_that_is_a_file_is_refused() {
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "mine");
 }
 
-/// Mounts a small tmpfs (root only); `None` where the machine does not allow it.
-struct Tmpfs(tempfile::TempDir);
-
-impl Tmpfs {
-    fn mount(options: &str) -> Option<Self> {
-        let dir = tempfile::tempdir().ok()?;
-        let status = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", options, "tmpfs", path_str(dir.path())])
-            .stderr(Stdio::null())
-            .status()
-            .ok()?;
-        status.success().then_some(Self(dir))
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(self.0.path()).status();
-    }
-}
-
 #[test]
 fn full_disk_and_read_only_disk_give_clear_errors() {
     let Some(full) = Tmpfs::mount("size=8k") else {
         eprintln!("SKIPPED: this machine does not allow mounting a tmpfs");
         return;
     };
-    let output = full.0.path().join("out");
+    let output = full.path().join("out");
     let result = neardup(&[
         "run",
         "--input",
@@ -317,13 +296,10 @@ fn full_disk_and_read_only_disk_give_clear_errors() {
     assert!(message.contains("No space left on device"), "{message}");
     assert!(!message.contains("panicked"), "{message}");
     assert!(!output.exists());
-    assert!(
-        leftovers(full.0.path()).is_empty(),
-        "staging folder removed"
-    );
+    assert!(leftovers(full.path()).is_empty(), "staging folder removed");
 
     let read_only = Tmpfs::mount("size=1m,ro").expect("a second tmpfs mounts when the first did");
-    let output = read_only.0.path().join("out");
+    let output = read_only.path().join("out");
     let result = neardup(&[
         "run",
         "--input",
@@ -334,7 +310,7 @@ fn full_disk_and_read_only_disk_give_clear_errors() {
     assert_eq!(result.status.code(), Some(1));
     let message = stderr(&result);
     assert!(
-        message.contains("Read-only file system") && message.contains(path_str(read_only.0.path())),
+        message.contains("Read-only file system") && message.contains(path_str(read_only.path())),
         "{message}"
     );
 }
