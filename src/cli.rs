@@ -643,8 +643,8 @@ pub struct MatchArgs {
 
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Several statements may be given, separated by ';': all run, the last one's \
-result is written.\nFunctions: simhash(text [, options]), simhash_details(text [, options]), \
+    after_help = "Several statements may be given, separated by ';' (in the argument, with -c, \
+in -f files or on standard input): all run, the last one's result is written.\nFunctions: simhash(text [, options]), simhash_details(text [, options]), \
 clean_text(text [, options]), hamming(a, b), bucket(simhash, n), band_key(simhash, band, plan), \
 shared_band(a, b, plan), and the aggregate band_pairs(simhash, band, k [, plan]). Options are run's --features string, e.g. 'mode=chars,n=3'."
 )]
@@ -659,14 +659,61 @@ pub struct QueryArgs {
     /// How to write the result.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
+    /// Rows the table format shows, or `inf` for all; the rest are counted and the count is
+    /// printed under the table. The other formats write every row.
+    #[arg(long, value_name = "N|inf", default_value = "40", value_parser = parse_max_rows)]
+    pub maxrows: usize,
     /// Write the result to this file instead of standard output (appears whole, at the end).
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
     /// Replace --out if the file exists.
     #[arg(long, requires = "out")]
     pub overwrite: bool,
-    /// The SQL to run.
-    pub sql: String,
+    /// SQL to run after the SQL argument; repeat for more.
+    #[arg(short = 'c', long = "command", value_name = "SQL")]
+    pub command: Vec<String>,
+    /// A file of SQL statements to run after the -c ones; repeat for more.
+    #[arg(short = 'f', long = "file", value_name = "FILE")]
+    pub file: Vec<PathBuf>,
+    /// The SQL to run. Without it, -c and -f give the SQL, or else standard input does
+    /// (`neardup query < statements.sql`).
+    pub sql: Option<String>,
+}
+
+/// `--maxrows`: a count, or `inf` for every row.
+fn parse_max_rows(text: &str) -> std::result::Result<usize, String> {
+    if text == "inf" {
+        return Ok(usize::MAX);
+    }
+    text.parse()
+        .map_err(|_| "a whole number of rows, or inf for all of them".to_string())
+}
+
+/// The statements `query` runs, in order: the SQL argument, each -c, each -f file, or standard
+/// input when none is given.
+fn query_sql(args: &QueryArgs) -> Result<String> {
+    use std::io::{IsTerminal, Read};
+    let mut parts: Vec<String> = args.sql.iter().chain(&args.command).cloned().collect();
+    for file in &args.file {
+        parts.push(std::fs::read_to_string(file).map_err(|e| crate::Error::io(file, e))?);
+    }
+    if parts.is_empty() {
+        let mut stdin = std::io::stdin();
+        if stdin.is_terminal() {
+            return Err(crate::Error::Usage(
+                "no SQL given: pass it as an argument, with -c SQL or -f FILE, or on standard \
+                 input (neardup query < statements.sql)"
+                    .into(),
+            ));
+        }
+        let mut text = String::new();
+        stdin
+            .read_to_string(&mut text)
+            .map_err(|e| crate::Error::io("<standard input>", e))?;
+        parts.push(text);
+    }
+    // A part without its closing ';' still ends its last statement.
+    Ok(parts.join("\n;\n"))
 }
 
 /// Runs one command; the caller turns an error into a message and an exit code.
@@ -798,9 +845,10 @@ pub async fn execute(cli: Cli) -> Result<()> {
         }
         Command::Query(args) => {
             let options = QueryOptions {
+                sql: query_sql(&args)?,
                 data: args.data,
                 index: args.index,
-                sql: args.sql,
+                max_rows: args.maxrows,
                 format: args.format,
                 out: args.out,
                 overwrite: args.overwrite,

@@ -1,5 +1,5 @@
 //! `neardup query`: SQL over a run's outputs, with the run's input as `corpus` and the
-//! project's functions registered; results as a table, CSV, JSON lines or Parquet.
+//! project's functions registered; results as a table, CSV, TSV, JSON lines or Parquet.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -30,8 +30,12 @@ pub enum Format {
     Table,
     /// CSV with a header row.
     Csv,
-    /// One JSON object per line.
+    /// Tab-separated values with a header row.
+    Tsv,
+    /// One JSON object per line (JSON Lines).
     Json,
+    /// The same as json: one JSON object per line.
+    Ndjson,
     /// A Parquet file (needs --out).
     Parquet,
 }
@@ -43,6 +47,8 @@ pub struct QueryOptions {
     pub index: Option<PathBuf>,
     pub sql: String,
     pub format: Format,
+    /// Rows the table format shows (`usize::MAX`: all).
+    pub max_rows: usize,
     pub out: Option<PathBuf>,
     /// Replace `out` if it exists.
     pub overwrite: bool,
@@ -108,12 +114,12 @@ pub async fn query(options: &QueryOptions) -> Result<()> {
         .await
         .context(|| "running".into())?;
     match &options.out {
-        None => write_result(frame, options.format, BufWriter::new(std::io::stdout())).await,
+        None => write_result(frame, options, BufWriter::new(std::io::stdout())).await,
         Some(path) => {
             // Write beside the target and rename: the file appears whole or not at all.
             let partial = partial_path(path);
             let file = File::create(&partial).map_err(|e| Error::io(&partial, e))?;
-            let written = write_result(frame, options.format, BufWriter::new(file)).await;
+            let written = write_result(frame, options, BufWriter::new(file)).await;
             if let Err(e) = written {
                 let _ = std::fs::remove_file(&partial);
                 return Err(e);
@@ -131,9 +137,10 @@ fn partial_path(path: &Path) -> PathBuf {
 
 async fn write_result<W: Write + Send>(
     frame: datafusion::dataframe::DataFrame,
-    format: Format,
+    options: &QueryOptions,
     sink: W,
 ) -> Result<()> {
+    let format = options.format;
     let what = || "running the query".to_string();
     let write_err = write_error;
     let arrow_err = |e: datafusion::arrow::error::ArrowError| Error::Internal(e.to_string());
@@ -141,20 +148,24 @@ async fn write_result<W: Write + Send>(
     let mut stream = frame.execute_stream().await.context(what)?;
     match format {
         Format::Table => {
-            let mut table = TableWriter::new(&schema, sink);
+            let mut table = TableWriter::new(&schema, options.max_rows, sink);
             while let Some(batch) = stream.next().await {
                 table.write(&batch.context(what)?)?;
             }
             table.finish()
         }
-        Format::Csv => {
-            let mut writer = csv::WriterBuilder::new().with_header(true).build(sink);
+        Format::Csv | Format::Tsv => {
+            let delimiter = if format == Format::Tsv { b'\t' } else { b',' };
+            let mut writer = csv::WriterBuilder::new()
+                .with_header(true)
+                .with_delimiter(delimiter)
+                .build(sink);
             while let Some(batch) = stream.next().await {
                 writer.write(&batch.context(what)?).map_err(arrow_err)?;
             }
             writer.into_inner().flush().map_err(write_err)
         }
-        Format::Json => {
+        Format::Json | Format::Ndjson => {
             let mut writer = LineDelimitedWriter::new(sink);
             while let Some(batch) = stream.next().await {
                 writer.write(&batch.context(what)?).map_err(arrow_err)?;
@@ -194,20 +205,34 @@ struct TableWriter<W: Write> {
     /// Rows held until the widths are known.
     pending: Vec<Vec<String>>,
     widths: Option<Vec<usize>>,
+    /// Rows shown at most (`--maxrows`); the rest are only counted.
+    max_rows: usize,
+    rows: usize,
 }
 
 impl<W: Write> TableWriter<W> {
-    fn new(schema: &datafusion::arrow::datatypes::Schema, sink: W) -> Self {
+    fn new(schema: &datafusion::arrow::datatypes::Schema, max_rows: usize, sink: W) -> Self {
         let header = schema.fields().iter().map(|f| cell(f.name())).collect();
         Self {
             sink,
             header,
             pending: Vec::new(),
             widths: None,
+            max_rows,
+            rows: 0,
         }
     }
 
     fn write(&mut self, batch: &datafusion::arrow::array::RecordBatch) -> Result<()> {
+        let shown = self
+            .max_rows
+            .saturating_sub(self.rows)
+            .min(batch.num_rows());
+        self.rows += batch.num_rows();
+        if shown == 0 {
+            return Ok(());
+        }
+        let batch = batch.slice(0, shown);
         let options = FormatOptions::default().with_null("NULL");
         let formatters = batch
             .columns()
@@ -257,6 +282,14 @@ impl<W: Write> TableWriter<W> {
             self.start()?;
         }
         self.write_border()?;
+        if self.rows > self.max_rows {
+            writeln!(
+                self.sink,
+                "{} rows, {} shown (--maxrows N or inf shows more)",
+                self.rows, self.max_rows
+            )
+            .map_err(write_error)?;
+        }
         self.sink.flush().map_err(write_error)
     }
 

@@ -1,0 +1,107 @@
+//! `neardup query`: where its SQL comes from (argument, -c, -f, standard input), how many rows
+//! the table format shows, and the delimited formats.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+use crate::common::{neardup, neardup_ok, path_str, stderr};
+
+const HUNDRED: &str = "SELECT value AS n FROM generate_series(1, 100) ORDER BY n";
+
+#[test]
+fn the_table_format_shows_maxrows_and_counts_the_rest() {
+    let table = neardup_ok(&["query", HUNDRED]);
+    let lines: Vec<&str> = table.lines().collect();
+    // Border, header, border, 40 rows, border, the count.
+    assert_eq!(lines.len(), 45, "{table}");
+    // Widths come from the rows shown.
+    assert_eq!(lines[3], "| 1  |");
+    assert_eq!(lines[42], "| 40 |");
+    assert_eq!(
+        lines[44],
+        "100 rows, 40 shown (--maxrows N or inf shows more)"
+    );
+
+    let all = neardup_ok(&["query", "--maxrows", "inf", HUNDRED]);
+    assert_eq!(all.lines().count(), 104, "{all}");
+    assert!(all.contains("| 100 |") && !all.contains("shown"), "{all}");
+    let three = neardup_ok(&["query", "--maxrows", "3", HUNDRED]);
+    assert_eq!(three.lines().count(), 8, "{three}");
+    // A result that fits prints no count; the other formats write every row.
+    let fits = neardup_ok(&["query", "--maxrows", "100", HUNDRED]);
+    assert!(!fits.contains("shown"), "{fits}");
+    let csv = neardup_ok(&["query", "--format", "csv", HUNDRED]);
+    assert_eq!(csv.lines().count(), 101);
+
+    let refused = neardup(&["query", "--maxrows", "many", HUNDRED]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(stderr(&refused).contains("inf"), "{}", stderr(&refused));
+}
+
+#[test]
+fn sql_comes_from_commands_files_and_standard_input_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("statements.sql");
+    std::fs::write(
+        &file,
+        "CREATE VIEW w AS SELECT y * 10 AS z FROM v;\n-- the last one is written\nSELECT z FROM w\n",
+    )
+    .unwrap();
+    // The argument, then each -c, then each -f: the views build on each other.
+    let csv = neardup_ok(&[
+        "query",
+        "--format",
+        "csv",
+        "-c",
+        "CREATE VIEW v AS SELECT x + 1 AS y FROM u",
+        "-f",
+        path_str(&file),
+        "CREATE VIEW u AS SELECT 1 AS x",
+    ]);
+    assert_eq!(csv, "z\n20\n");
+
+    // Standard input, when no SQL is given otherwise.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_neardup"))
+        .args(["query", "--format", "tsv"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"SELECT 1 AS a, 'x y' AS b;\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), "a\tb\n1\tx y\n");
+
+    // Nothing on standard input: a usage error, not a hang.
+    let empty = Command::new(env!("CARGO_BIN_EXE_neardup"))
+        .args(["query"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(empty.status.code(), Some(2), "{}", stderr(&empty));
+    assert!(stderr(&empty).contains("no SQL"), "{}", stderr(&empty));
+
+    // A file that is not there is named.
+    let missing = dir.path().join("missing.sql");
+    let refused = neardup(&["query", "-f", path_str(&missing)]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(
+        stderr(&refused).contains("missing.sql"),
+        "{}",
+        stderr(&refused)
+    );
+}
+
+#[test]
+fn ndjson_is_json_lines() {
+    let sql = "SELECT value AS n FROM generate_series(1, 2) ORDER BY n";
+    let ndjson = neardup_ok(&["query", "--format", "ndjson", sql]);
+    assert_eq!(ndjson, "{\"n\":1}\n{\"n\":2}\n");
+    assert_eq!(neardup_ok(&["query", "--format", "json", sql]), ndjson);
+}
