@@ -278,28 +278,6 @@ fn a_corrupt_index_file_is_named() {
 }
 
 #[test]
-fn a_full_output_disk_names_the_folder() {
-    let Some(full) = Tmpfs::mount("size=8k") else {
-        eprintln!("SKIPPED: this machine does not allow mounting a tmpfs");
-        return;
-    };
-    let output = full.path().join("out");
-    let result = neardup(&[
-        "run",
-        "--input",
-        path_str(&fixture("sample.parquet")),
-        "--output",
-        path_str(&output),
-        "--quiet",
-    ]);
-    let message = stderr(&result);
-    assert_eq!(result.status.code(), Some(1), "{message}");
-    assert!(message.contains("No space left on device"), "{message}");
-    assert!(message.contains(path_str(full.path())), "{message}");
-    assert!(!output.exists());
-}
-
-#[test]
 fn a_full_temporary_folder_is_named_with_tmpdir() {
     let Some(full) = Tmpfs::mount("size=8k") else {
         eprintln!("SKIPPED: this machine does not allow mounting a tmpfs");

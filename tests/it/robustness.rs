@@ -294,6 +294,8 @@ fn full_disk_and_read_only_disk_give_clear_errors() {
     assert_eq!(result.status.code(), Some(1));
     let message = stderr(&result);
     assert!(message.contains("No space left on device"), "{message}");
+    // The folder on the full disk is named.
+    assert!(message.contains(path_str(full.path())), "{message}");
     assert!(!message.contains("panicked"), "{message}");
     assert!(!output.exists());
     assert!(leftovers(full.path()).is_empty(), "staging folder removed");
