@@ -685,159 +685,11 @@ pub async fn eval(options: &EvalOptions) -> Result<String> {
         distance_histogram: None,
         note,
     };
-    let mut unknown = UnknownIds::default();
-    if let Some(truth) = &options.truth {
-        register_file(&ctx, "truth", truth).await?;
-        let sql = format!(
-            "SELECT arrow_cast({}, 'Utf8'), arrow_cast({}, 'Utf8') FROM truth",
-            quote_ident(&options.truth_id_column),
-            quote_ident(&options.truth_cluster_column)
-        );
-        let mut members = Vec::new();
-        let mut cluster_numbers: HashMap<String, u64> = HashMap::new();
-        let mut tally = IdTally::new(run.fingerprints.len());
-        for batch in query_batches(&ctx, &sql).await? {
-            let (ids, clusters) = (
-                batch.column(0).as_string::<i32>(),
-                batch.column(1).as_string::<i32>(),
-            );
-            for i in 0..batch.num_rows() {
-                let id = ids.value(i);
-                let doc = run.index.get(id).copied();
-                // A repeated id is refused below: it would be scored twice, or be in two clusters.
-                if !tally.add(id, doc) {
-                    continue;
-                }
-                match doc {
-                    Some(doc) => {
-                        let next = cluster_numbers.len() as u64;
-                        // A NULL cluster is a singleton, not one big cluster of NULLs.
-                        let key = if clusters.is_null(i) {
-                            format!("\u{0}null-{id}")
-                        } else {
-                            clusters.value(i).to_string()
-                        };
-                        let cluster = *cluster_numbers.entry(key).or_insert(next);
-                        members.push((doc, cluster));
-                    }
-                    None => unknown.add(id),
-                }
-            }
-        }
-        let repeated = tally.repeated();
-        if !repeated.is_empty() {
-            let examples: Vec<String> = repeated
-                .iter()
-                .take(EXAMPLES)
-                .map(|(id, n)| format!("{id} ({n} times)"))
-                .collect();
-            return Err(Error::Input(format!(
-                "truth {}: {} ids are listed more than once, e.g. {}; an id belongs to one \
-                 cluster, so list each id once",
-                truth.display(),
-                repeated.len(),
-                examples.join(", ")
-            )));
-        }
-        report.scored_documents = members.len();
-        let truth_labels: Vec<u64> = members.iter().map(|m| m.1).collect();
-        for &k in &ks {
-            let clusters = clusters_at(run.fingerprints.len(), &run.pairs, k);
-            let predicted: Vec<u64> = members.iter().map(|m| clusters[m.0]).collect();
-            let (scores, ari) = score_clustering(&predicted, &truth_labels);
-            report.rows.push(Row {
-                k,
-                scores,
-                adjusted_rand_index: ari,
-                predicted_ignored: None,
-            });
-        }
-    } else if let Some(labels) = &options.labels {
-        register_file(&ctx, "labels", labels).await?;
-        // Without a `label` column every listed pair is a positive (silver pairs, say).
-        let has_label = ctx
-            .table("labels")
-            .await
-            .context(|| "reading the labels".into())?
-            .schema()
-            .has_column_with_unqualified_name("label");
-        let label = if has_label {
-            "CAST(label AS BIGINT)"
-        } else {
-            "1"
-        };
-        let sql = format!(
-            "SELECT arrow_cast(id_a, 'Utf8'), arrow_cast(id_b, 'Utf8'), {label} FROM labels"
-        );
-        let mut book = PairBook::default();
-        for batch in query_batches(&ctx, &sql).await? {
-            let (a, b) = (
-                batch.column(0).as_string::<i32>(),
-                batch.column(1).as_string::<i32>(),
-            );
-            let label = batch.column(2).as_primitive::<Int64Type>();
-            for i in 0..batch.num_rows() {
-                let value = (!label.is_null(i)).then(|| label.value(i));
-                book.add(a.value(i), b.value(i), value, &run.index);
-            }
-        }
-        let labelled = book.finish(labels)?;
-        for warning in labelled.warnings(labels) {
-            eprintln!("neardup: warning: {warning}");
-        }
-        unknown = labelled.unknown;
-        let pairs = labelled.pairs;
-        // Ignored: labelled -1, or listed with contradicting labels (counted apart).
-        let ignored = pairs.iter().filter(|p| p.2 == Label::Ignored).count() as u64;
-        report.unlisted = Some(options.unlisted);
-        report.scored_pairs = Some(pairs.len() as u64 - ignored);
-        report.ignored_pairs = Some(ignored - labelled.contradicting_in_run);
-        report.repeated_pairs_dropped = Some(labelled.dropped_rows);
-        report.self_pairs_dropped = Some(labelled.self_pair_rows);
-        report.contradicting_pairs_ignored = Some(labelled.contradicting_pairs);
-        report.contradicting_in_run = labelled.contradicting_in_run;
-        report.scored_documents = match options.unlisted {
-            Unlisted::Negative => run.fingerprints.len(),
-            Unlisted::Ignore => pairs
-                .iter()
-                .filter(|p| p.2 != Label::Ignored)
-                .flat_map(|p| [p.0, p.1])
-                .collect::<HashSet<usize>>()
-                .len(),
-        };
-        for &k in &ks {
-            let clusters = clusters_at(run.fingerprints.len(), &run.pairs, k);
-            let (scores, predicted_ignored) = score_labelled(&clusters, &pairs, options.unlisted);
-            report.rows.push(Row {
-                k,
-                scores,
-                adjusted_rand_index: None,
-                predicted_ignored: Some(predicted_ignored),
-            });
-        }
-        // Ignored pairs (-1, or two labels) are left out: it is of positives against negatives.
-        let mut histogram: std::collections::BTreeMap<Option<u32>, (u64, u64)> = Default::default();
-        for &(x, y, label) in &pairs {
-            if label == Label::Ignored {
-                continue;
-            }
-            let distance = run.fingerprints[x]
-                .zip(run.fingerprints[y])
-                .map(|(a, b)| (a ^ b).count_ones());
-            let cell = histogram.entry(distance).or_default();
-            if label == Label::Duplicate {
-                cell.0 += 1
-            } else {
-                cell.1 += 1
-            }
-        }
-        report.distance_histogram = Some(
-            histogram
-                .into_iter()
-                .map(|(d, (p, n))| (d.map_or("none".to_string(), |d| d.to_string()), p, n))
-                .collect(),
-        );
-    }
+    let unknown = match (&options.truth, &options.labels) {
+        (Some(truth), _) => score_truth(&ctx, &run, options, truth, &ks, &mut report).await?,
+        (None, Some(labels)) => score_labels(&ctx, &run, options, labels, &ks, &mut report).await?,
+        (None, None) => UnknownIds::default(),
+    };
     report.unknown_id_count = unknown.seen.len();
     report.unknown_ids = unknown.examples;
     report.best_k_by_f1 = report
@@ -854,6 +706,180 @@ pub async fn eval(options: &EvalOptions) -> Result<String> {
             .map_err(|e| Error::Internal(format!("eval report does not serialise: {e}")));
     }
     Ok(render_table(&report))
+}
+
+/// Scores the run's groups at each k against a gold clustering (`--truth`); returns the ids the
+/// run does not have.
+async fn score_truth(
+    ctx: &SessionContext,
+    run: &RunTables,
+    options: &EvalOptions,
+    truth: &Path,
+    ks: &[u32],
+    report: &mut Report,
+) -> Result<UnknownIds> {
+    let mut unknown = UnknownIds::default();
+    register_file(ctx, "truth", truth).await?;
+    let sql = format!(
+        "SELECT arrow_cast({}, 'Utf8'), arrow_cast({}, 'Utf8') FROM truth",
+        quote_ident(&options.truth_id_column),
+        quote_ident(&options.truth_cluster_column)
+    );
+    let mut members = Vec::new();
+    let mut cluster_numbers: HashMap<String, u64> = HashMap::new();
+    let mut tally = IdTally::new(run.fingerprints.len());
+    for batch in query_batches(ctx, &sql).await? {
+        let (ids, clusters) = (
+            batch.column(0).as_string::<i32>(),
+            batch.column(1).as_string::<i32>(),
+        );
+        for i in 0..batch.num_rows() {
+            let id = ids.value(i);
+            let doc = run.index.get(id).copied();
+            // A repeated id is refused below: it would be scored twice, or be in two clusters.
+            if !tally.add(id, doc) {
+                continue;
+            }
+            match doc {
+                Some(doc) => {
+                    let next = cluster_numbers.len() as u64;
+                    // A NULL cluster is a singleton, not one big cluster of NULLs.
+                    let key = if clusters.is_null(i) {
+                        format!("\u{0}null-{id}")
+                    } else {
+                        clusters.value(i).to_string()
+                    };
+                    let cluster = *cluster_numbers.entry(key).or_insert(next);
+                    members.push((doc, cluster));
+                }
+                None => unknown.add(id),
+            }
+        }
+    }
+    let repeated = tally.repeated();
+    if !repeated.is_empty() {
+        let examples: Vec<String> = repeated
+            .iter()
+            .take(EXAMPLES)
+            .map(|(id, n)| format!("{id} ({n} times)"))
+            .collect();
+        return Err(Error::Input(format!(
+            "truth {}: {} ids are listed more than once, e.g. {}; an id belongs to one \
+             cluster, so list each id once",
+            truth.display(),
+            repeated.len(),
+            examples.join(", ")
+        )));
+    }
+    report.scored_documents = members.len();
+    let truth_labels: Vec<u64> = members.iter().map(|m| m.1).collect();
+    for &k in ks {
+        let clusters = clusters_at(run.fingerprints.len(), &run.pairs, k);
+        let predicted: Vec<u64> = members.iter().map(|m| clusters[m.0]).collect();
+        let (scores, ari) = score_clustering(&predicted, &truth_labels);
+        report.rows.push(Row {
+            k,
+            scores,
+            adjusted_rand_index: ari,
+            predicted_ignored: None,
+        });
+    }
+    Ok(unknown)
+}
+
+/// Scores the run's groups at each k against labelled pairs (`--labels`), with the distance
+/// histogram of the labelled pairs; returns the ids the run does not have.
+async fn score_labels(
+    ctx: &SessionContext,
+    run: &RunTables,
+    options: &EvalOptions,
+    labels: &Path,
+    ks: &[u32],
+    report: &mut Report,
+) -> Result<UnknownIds> {
+    register_file(ctx, "labels", labels).await?;
+    // Without a `label` column every listed pair is a positive (silver pairs, say).
+    let has_label = ctx
+        .table("labels")
+        .await
+        .context(|| "reading the labels".into())?
+        .schema()
+        .has_column_with_unqualified_name("label");
+    let label = if has_label {
+        "CAST(label AS BIGINT)"
+    } else {
+        "1"
+    };
+    let sql =
+        format!("SELECT arrow_cast(id_a, 'Utf8'), arrow_cast(id_b, 'Utf8'), {label} FROM labels");
+    let mut book = PairBook::default();
+    for batch in query_batches(ctx, &sql).await? {
+        let (a, b) = (
+            batch.column(0).as_string::<i32>(),
+            batch.column(1).as_string::<i32>(),
+        );
+        let label = batch.column(2).as_primitive::<Int64Type>();
+        for i in 0..batch.num_rows() {
+            let value = (!label.is_null(i)).then(|| label.value(i));
+            book.add(a.value(i), b.value(i), value, &run.index);
+        }
+    }
+    let labelled = book.finish(labels)?;
+    for warning in labelled.warnings(labels) {
+        eprintln!("neardup: warning: {warning}");
+    }
+    let pairs = labelled.pairs;
+    // Ignored: labelled -1, or listed with contradicting labels (counted apart).
+    let ignored = pairs.iter().filter(|p| p.2 == Label::Ignored).count() as u64;
+    report.unlisted = Some(options.unlisted);
+    report.scored_pairs = Some(pairs.len() as u64 - ignored);
+    report.ignored_pairs = Some(ignored - labelled.contradicting_in_run);
+    report.repeated_pairs_dropped = Some(labelled.dropped_rows);
+    report.self_pairs_dropped = Some(labelled.self_pair_rows);
+    report.contradicting_pairs_ignored = Some(labelled.contradicting_pairs);
+    report.contradicting_in_run = labelled.contradicting_in_run;
+    report.scored_documents = match options.unlisted {
+        Unlisted::Negative => run.fingerprints.len(),
+        Unlisted::Ignore => pairs
+            .iter()
+            .filter(|p| p.2 != Label::Ignored)
+            .flat_map(|p| [p.0, p.1])
+            .collect::<HashSet<usize>>()
+            .len(),
+    };
+    for &k in ks {
+        let clusters = clusters_at(run.fingerprints.len(), &run.pairs, k);
+        let (scores, predicted_ignored) = score_labelled(&clusters, &pairs, options.unlisted);
+        report.rows.push(Row {
+            k,
+            scores,
+            adjusted_rand_index: None,
+            predicted_ignored: Some(predicted_ignored),
+        });
+    }
+    // Ignored pairs (-1, or two labels) are left out: it is of positives against negatives.
+    let mut histogram: std::collections::BTreeMap<Option<u32>, (u64, u64)> = Default::default();
+    for &(x, y, label) in &pairs {
+        if label == Label::Ignored {
+            continue;
+        }
+        let distance = run.fingerprints[x]
+            .zip(run.fingerprints[y])
+            .map(|(a, b)| (a ^ b).count_ones());
+        let cell = histogram.entry(distance).or_default();
+        if label == Label::Duplicate {
+            cell.0 += 1
+        } else {
+            cell.1 += 1
+        }
+    }
+    report.distance_histogram = Some(
+        histogram
+            .into_iter()
+            .map(|(d, (p, n))| (d.map_or("none".to_string(), |d| d.to_string()), p, n))
+            .collect(),
+    );
+    Ok(labelled.unknown)
 }
 
 fn render_table(report: &Report) -> String {
