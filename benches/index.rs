@@ -20,7 +20,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
-use neardup::generate::SplitMix64;
+use neardup::rng::SplitMix64;
 
 /// Flips `1..=3` distinct random bits of `f`.
 fn neighbour(rng: &mut SplitMix64, f: u64) -> u64 {

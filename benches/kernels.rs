@@ -14,8 +14,8 @@ mod common;
 use std::time::Instant;
 
 use neardup::fingerprint::{band, hamming};
-use neardup::generate::SplitMix64;
 use neardup::plan::BandPlan;
+use neardup::rng::SplitMix64;
 use neardup::text::{Featurizer, Scratch};
 
 const CORPUS: &str = "../shared/data/debian_docs/docs.parquet";

@@ -17,7 +17,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use neardup::fingerprint::{BANDS, band, first_shared_band, hamming};
-use neardup::generate::SplitMix64;
+use neardup::rng::SplitMix64;
 
 const K: u32 = 3;
 

@@ -19,9 +19,9 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
-use neardup::generate::SplitMix64;
 use neardup::plan::{BandPlan, Scheme};
 use neardup::planner;
+use neardup::rng::SplitMix64;
 
 fn fingerprints(n: usize, k: u32) -> Vec<u64> {
     let mut rng = SplitMix64(n as u64 ^ u64::from(k) << 40);

@@ -1,9 +1,10 @@
 -- Stage 1: signatures. One row per input document.
 --
--- Reads `corpus_ordered`: the input with `__neardup_input_order` = file index * 2^32 + row index, which
--- the runner sets up (one scan per file, so row numbers follow the file). Writes the original
--- system's table: id, fingerprint and its 16-bit bands (four of 64 bits, eight of 128), plus the text length and the
--- input order (the representative of a group is its member that comes first).
+-- Reads `corpus_ordered`: the input with `__neardup_input_order` = file index * 2^32 + row
+-- index, which `register_corpus` (src/job/source.rs) sets up (one scan per file, so row numbers
+-- follow the file). Writes the original system's table: id, fingerprint and its 16-bit bands
+-- (four of 64 bits, eight of 128), plus the text length and the input order (the representative
+-- of a group is its member that comes first).
 --
 -- ${features} is the run's option string (`--features`, canonical form): cleaning and feature
 -- mode. simhash is NULL when the text is NULL or has nothing to fingerprint (empty, whitespace,

@@ -1,6 +1,7 @@
 -- One round of sql/05_components_start.sql: large-star from `edges_in` to the round's large
--- folder, then small-star from there (`large_in`) to the round's edges. The runner stops when
--- a round changes no edge.
+-- folder, then small-star from there (`large_in`) to the round's edges.
+-- src/job/clustering/sql_rounds.rs stops when a round changes no edge
+-- (sql/05_components_settled.sql).
 
 CREATE OR REPLACE VIEW star_neighbours AS
 SELECT a AS u, b AS v FROM edges_in

@@ -1,9 +1,12 @@
 -- Stage 5: duplicate groups.
 --
 -- Reads `fingerprint_components` (simhash, component): the connected components of the
--- fingerprint pairs, computed by the runner with union-find (the one step that is not a
--- relational query). A document belongs to its fingerprint's component; a fingerprint with no
--- pair is a component of its own, which still groups the documents that share it exactly.
+-- fingerprint pairs, each labelled by its smallest fingerprint. Union-find registers it (the
+-- default, in this process: src/job/clustering/union_find.rs, the one step that is not a
+-- relational query); `--clustering sql` writes the same table with the rounds of
+-- sql/05_components_*.sql (src/job/clustering/sql_rounds.rs). A document belongs to its
+-- fingerprint's component; a fingerprint with no pair is a component of its own, which still
+-- groups the documents that share it exactly.
 --
 -- Rules: the representative is the member that comes first in input order (the original system
 -- kept the earliest document); groups are numbered 1, 2, ... in the input order of their

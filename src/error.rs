@@ -1,9 +1,11 @@
 //! One error type for the crate. Every variant that comes from user data says which file,
 //! column or row it is about; the CLI maps variants to exit codes.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
+use datafusion::arrow::error::ArrowError;
 use datafusion::error::DataFusionError;
+use datafusion::parquet::errors::ParquetError;
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -25,6 +27,48 @@ pub enum Error {
         source: std::io::Error,
     },
 
+    /// A Parquet file could not be written (or read outside a query); `path` names it.
+    #[error("{}: {source}", path.display())]
+    Parquet {
+        path: PathBuf,
+        #[source]
+        source: ParquetError,
+    },
+
+    /// Arrow failed on data outside a query (building a table, formatting or writing a result);
+    /// `context` says what was being done.
+    #[error("{context}: {source}")]
+    Arrow {
+        context: String,
+        #[source]
+        source: ArrowError,
+    },
+
+    /// A JSON file neardup keeps (summary.json, index.json, batch.json) could not be read or
+    /// written; `path` names it.
+    #[error("{}: {source}", path.display())]
+    Json {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+
+    /// A server (`neardup scheduler`, `neardup executor`) cannot listen on its address.
+    #[error("cannot listen on {address}: {source}")]
+    Listen {
+        address: String,
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// Ballista's scheduler or executor failed; `context` says which, and where.
+    #[error("{context}: {source}")]
+    Cluster {
+        context: String,
+        #[source]
+        source: Box<ballista_core::error::BallistaError>,
+    },
+
     /// A bug in neardup itself (a stage that references an unknown parameter, say).
     #[error("internal error (a bug in neardup): {0}")]
     Internal(String),
@@ -44,6 +88,37 @@ impl Error {
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Error::Io {
             path: path.into(),
+            source,
+        }
+    }
+
+    pub fn parquet(path: impl Into<PathBuf>, source: ParquetError) -> Self {
+        Error::Parquet {
+            path: path.into(),
+            source,
+        }
+    }
+
+    pub fn arrow(context: impl Into<String>, source: ArrowError) -> Self {
+        Error::Arrow {
+            context: context.into(),
+            source,
+        }
+    }
+
+    pub fn cluster(
+        context: impl Into<String>,
+        source: ballista_core::error::BallistaError,
+    ) -> Self {
+        Error::Cluster {
+            context: context.into(),
+            source: Box::new(source),
+        }
+    }
+
+    pub fn json(path: &Path, source: serde_json::Error) -> Self {
+        Error::Json {
+            path: path.to_path_buf(),
             source,
         }
     }
@@ -77,9 +152,16 @@ impl Error {
     }
 }
 
-/// Adds the name of the step that failed to a DataFusion error.
+/// Adds the name of the step that failed to a DataFusion (or Arrow) error, keeping it as the
+/// source.
 pub trait QueryContext<T> {
     fn context(self, context: impl FnOnce() -> String) -> Result<T>;
+}
+
+impl<T> QueryContext<T> for std::result::Result<T, ArrowError> {
+    fn context(self, context: impl FnOnce() -> String) -> Result<T> {
+        self.map_err(|source| Error::arrow(context(), source))
+    }
 }
 
 impl<T> QueryContext<T> for std::result::Result<T, DataFusionError> {

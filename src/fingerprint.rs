@@ -10,6 +10,53 @@ use xxhash_rust::xxh3::{xxh3_64, xxh3_128};
 /// Number of 16-bit bands a 64-bit fingerprint is cut into.
 pub const BANDS: usize = 4;
 
+/// Largest k of a 64-bit fingerprint the band plans find exactly and in reasonable time: an
+/// eighth of the bits (16 of 128).
+pub const MAX_K: u32 = 8;
+
+/// How wide a job's fingerprints are: 64 bits (UInt64, the default) or 128 (FixedSizeBinary(16),
+/// `--bits 128`). Everything that depends on the width asks it here.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum Width {
+    #[default]
+    Bits64,
+    Bits128,
+}
+
+impl Width {
+    /// The width of `bits` bits, if fingerprints come in it.
+    pub fn from_bits(bits: u32) -> Option<Self> {
+        match bits {
+            64 => Some(Width::Bits64),
+            128 => Some(Width::Bits128),
+            _ => None,
+        }
+    }
+
+    pub const fn bits(self) -> u32 {
+        match self {
+            Width::Bits64 => 64,
+            Width::Bits128 => 128,
+        }
+    }
+
+    /// 16-bit bands: the columns bucket1..bucket4, or bucket1..bucket8.
+    pub const fn bands(self) -> usize {
+        self.bits() as usize / 16
+    }
+
+    /// The largest k the band plans find exactly in reasonable time: an eighth of the bits.
+    pub const fn max_k(self) -> u32 {
+        self.bits() / 8
+    }
+}
+
+impl std::fmt::Display for Width {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.bits())
+    }
+}
+
 /// A fingerprint width: 64 or 128 bits, cut into 16-bit bands, band 1 being the top bits.
 ///
 /// Pigeonhole: two fingerprints within Hamming distance k differ in at most k bands, so with
@@ -338,7 +385,7 @@ mod tests {
     fn counting_hasher_equals_the_float_vote() {
         // Oracle: SimHasher's floating-point vote, on random hashes and weights that reach
         // the lane limits (255 in a lane, weights above 255) and ties (equal opposite weights).
-        let mut random = crate::generate::SplitMix64(42);
+        let mut random = crate::rng::SplitMix64(42);
         for case in 0..2000 {
             let mut float = SimHasher::default();
             let mut counting = CountingSimHasher::default();

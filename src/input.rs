@@ -12,6 +12,8 @@ use std::sync::Arc;
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
+use crate::engine::sql::{quote_ident, quote_literal};
+use crate::engine::staging::has_glob_characters;
 use crate::error::{Error, Result};
 
 /// The checked input of a run: its Parquet files, in the order that defines "input order",
@@ -674,30 +676,9 @@ fn schema_difference(a: &SchemaRef, b: &SchemaRef) -> Option<String> {
     Some(format!("[{}] versus [{}]", b.join(", "), a.join(", ")))
 }
 
-/// True when DataFusion would take `path` for a glob pattern.
-pub fn has_glob_characters(path: &Path) -> bool {
-    path.to_string_lossy().contains(['*', '?', '['])
-}
-
-/// Quotes a column name for SQL (names may hold spaces, capitals or quotes).
-pub fn quote_ident(name: &str) -> String {
-    format!("\"{}\"", name.replace('"', "\"\""))
-}
-
-/// Quotes a string literal for SQL.
-pub fn quote_literal(value: &str) -> String {
-    format!("'{}'", value.replace('\'', "''"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn quoting() {
-        assert_eq!(quote_ident("Doc \"ID\""), "\"Doc \"\"ID\"\"\"");
-        assert_eq!(quote_literal("it's"), "'it''s'");
-    }
 
     #[test]
     fn a_dictionary_text_column_is_named_with_the_sql_to_decode_it() {

@@ -1,30 +1,27 @@
-//! neardup: near-duplicate documents in large text corpora with 64-bit SimHash on Apache
-//! DataFusion.
+//! neardup: near-duplicate documents in large text corpora with SimHash on Apache DataFusion.
 //!
-//! The job is SQL (`sql/*.sql`) over Parquet, with three scalar functions (`udf`) and one step
-//! that is not relational (`cluster`). `job` runs it, `query` answers SQL over its outputs.
+//! The job is SQL (`sql/*.sql`, in order) over Parquet, with the SQL functions of `udf` and one
+//! step that is not relational (the clustering). The folders follow the flow of a command
+//! (docs/ARCHITECTURE.md):
+//! `cli` parses what the user typed into a `job::JobConfig` or a command's options; `job` runs the
+//! stage sequence, `index` keeps the batches seen before, `commands` holds the other commands;
+//! `engine` is what every one of them runs on (sessions, the SQL runner, staged outputs).
+//! `text`, `fingerprint`, `plan` and `planner` are the arithmetic, free of Arrow.
 
 pub mod cli;
-pub mod cluster;
-pub mod components;
+pub mod commands;
 pub mod digest;
-pub mod distributed;
+pub mod engine;
 pub mod error;
-pub mod eval;
 pub mod fingerprint;
-pub mod generate;
 pub mod index;
 pub mod input;
 pub mod job;
 pub mod logging;
-pub mod output;
-pub mod pipeline;
 pub mod plan;
 pub mod planner;
 pub mod progress;
-pub mod query;
-pub mod summary;
-pub mod synthetic;
+pub mod rng;
 pub mod text;
 pub mod udf;
 

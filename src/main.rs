@@ -21,7 +21,7 @@ fn main() -> ExitCode {
     // Ctrl-C or SIGTERM: no half-written output may stay behind. The process ends without
     // unwinding, so the staging folders are removed here rather than by `Drop`.
     if let Err(e) = ctrlc::set_handler(|| {
-        if neardup::output::remove_live_staging() {
+        if neardup::engine::staging::remove_live_staging() {
             eprintln!("neardup: interrupted; nothing was written (an earlier output is untouched)");
         } else {
             eprintln!("neardup: interrupted");

@@ -370,7 +370,7 @@ fn mix64(mut x: u64) -> u64 {
 mod tests {
     use super::*;
     use crate::fingerprint;
-    use crate::generate::SplitMix64;
+    use crate::rng::SplitMix64;
 
     fn plan(spec: &str, bits: u32) -> BandPlan {
         BandPlan::parse(spec, bits, 0).unwrap().unwrap()

@@ -194,7 +194,7 @@ pub fn table(estimates: &[Estimate]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::generate::SplitMix64;
+    use crate::rng::SplitMix64;
 
     #[test]
     fn every_plan_offered_is_exact_for_k() {

@@ -425,7 +425,7 @@ mod tests {
             "乾燥", "乾隆", "頭髮", "發展", "𠀀", "a", "Debian ", "，", "。", " ", "1", "的", "裡",
             "著", "後",
         ];
-        let mut random = crate::generate::SplitMix64(9);
+        let mut random = crate::rng::SplitMix64(9);
         for case in 0..3000 {
             let text: String = (0..random.below(40))
                 .map(|_| pieces[random.below(pieces.len())])

@@ -83,12 +83,15 @@ pub struct Scratch {
     counting: CountingSimHasher,
     /// Position of each distinct feature (by its hash, the low 64 bits of a 128-bit one) in
     /// `features`, which keeps first-occurrence order and the summed weight.
-    index: HashMap<u64, usize, BuildHasherDefault<IdentityHasher>>,
+    index: FeatureIndex,
     features: Vec<(u128, f64)>,
     buffer: String,
     /// The letters and digits of the cleaned text, for the n-gram modes.
     letters: String,
 }
+
+/// Finds a feature's entry in `Scratch::features` by its (low 64-bit) hash.
+type FeatureIndex = HashMap<u64, usize, BuildHasherDefault<IdentityHasher>>;
 
 /// Feature hashes are already uniform 64-bit values: hashing them again to find repeats would
 /// only cost time.
@@ -163,82 +166,87 @@ impl Featurizer {
             buffer,
             letters,
         } = scratch;
-        let mode = self.options.mode;
-        // The n-gram modes read only letters and digits: taken in one pass with the cleaning.
-        let cleaned = if matches!(mode, Mode::Auto | Mode::Chars) {
-            clean::alphanumerics(text, &self.options.cleaning, letters);
-            Cow::Borrowed(letters.as_str())
-        } else {
-            self.clean(text)
-        };
-        index.clear();
-        features.clear();
-        let wide = self.options.bits == 128;
-        let hash = |feature: &str| -> u128 {
-            if wide {
-                feature_hash128(feature)
-            } else {
-                u128::from(feature_hash(feature))
-            }
-        };
-        self.for_each_feature(&cleaned, buffer, |feature, weight| {
-            let hash = hash(feature);
-            match index.entry(hash as u64) {
-                Entry::Occupied(at) => features[*at.get()].1 += weight,
-                Entry::Vacant(at) => {
-                    at.insert(features.len());
-                    features.push((hash, weight));
-                }
-            }
-        });
+        let cleaned = self.cleaned_for_features(text, letters);
+        let wide = self.options.width == crate::fingerprint::Width::Bits128;
+        self.collect_distinct_features(&cleaned, wide, buffer, index, features);
         let count = features.len();
-        let options = &self.options;
-        let exact = if count == 0 {
-            options.empty == EmptyPolicy::Exact
+        let (simhash, simhash128) = if self.matches_exact_copies_only(count) {
+            self.exact_sequence_hash(&cleaned, wide, buffer)
         } else {
-            count < options.min_features
-        };
-        let (simhash, simhash128) = if exact {
-            // Short texts only: a second pass hashes the features in order, repeats included.
-            let mut sequence = Xxh3::with_seed(EXACT_SEED);
-            self.for_each_feature(&cleaned, buffer, |feature, _| {
-                if wide {
-                    sequence.update(&feature_hash128(feature).to_le_bytes());
-                } else {
-                    sequence.update(&feature_hash(feature).to_le_bytes());
-                }
-            });
-            if wide {
-                (None, Some(sequence.digest128()))
-            } else {
-                (Some(sequence.digest()), None)
-            }
-        } else if !wide && !matches!(mode, Mode::JiebaTfidf | Mode::JiebaTf) {
-            // Whole-number weights (occurrence counts): the same vote without floating point.
-            counting.reset();
-            for &(hash, weight) in features.iter() {
-                counting.add(hash as u64, weight as u64);
-            }
-            (counting.finish(), None)
-        } else {
-            hasher.reset();
-            for &(hash, weight) in features.iter() {
-                if wide {
-                    hasher.add128(hash, weight);
-                } else {
-                    hasher.add(hash as u64, weight);
-                }
-            }
-            if wide {
-                (None, hasher.finish128())
-            } else {
-                (hasher.finish(), None)
-            }
+            self.simhash_vote(hasher, counting, features, wide)
         };
         Fingerprint {
             simhash,
             simhash128,
             features: u32::try_from(count).unwrap_or(u32::MAX),
+        }
+    }
+
+    /// The text the mode cuts: for n-gram modes only letters and digits, in the cleaning's pass.
+    fn cleaned_for_features<'a>(&self, text: &'a str, letters: &'a mut String) -> Cow<'a, str> {
+        if matches!(self.options.mode, Mode::Auto | Mode::Chars) {
+            clean::alphanumerics(text, &self.options.cleaning, letters);
+            Cow::Borrowed(letters.as_str())
+        } else {
+            self.clean(text)
+        }
+    }
+
+    /// Fills `features` with each distinct feature once, in first-seen order, weights summed.
+    fn collect_distinct_features(
+        &self,
+        cleaned: &str,
+        wide: bool,
+        buffer: &mut String,
+        index: &mut FeatureIndex,
+        features: &mut Vec<(u128, f64)>,
+    ) {
+        index.clear();
+        features.clear();
+        self.for_each_feature(cleaned, buffer, |feature, weight| {
+            add_distinct(index, features, hash_at_width(feature, wide), weight);
+        });
+    }
+
+    /// Whether `count` distinct features are too few for a SimHash (`min_features`, `empty=exact`).
+    fn matches_exact_copies_only(&self, count: usize) -> bool {
+        let options = &self.options;
+        if count == 0 {
+            options.empty == EmptyPolicy::Exact
+        } else {
+            count < options.min_features
+        }
+    }
+
+    /// A short text's exact hash: a second pass hashes its features in order, repeats included.
+    fn exact_sequence_hash(&self, cleaned: &str, wide: bool, buffer: &mut String) -> Simhashes {
+        let mut sequence = Xxh3::with_seed(EXACT_SEED);
+        self.for_each_feature(cleaned, buffer, |feature, _| {
+            if wide {
+                sequence.update(&feature_hash128(feature).to_le_bytes());
+            } else {
+                sequence.update(&feature_hash(feature).to_le_bytes());
+            }
+        });
+        if wide {
+            (None, Some(sequence.digest128()))
+        } else {
+            (Some(sequence.digest()), None)
+        }
+    }
+
+    /// The weighted bit vote of the distinct features; integer arithmetic when weights are counts.
+    fn simhash_vote(
+        &self,
+        hasher: &mut SimHasher,
+        counting: &mut CountingSimHasher,
+        features: &[(u128, f64)],
+        wide: bool,
+    ) -> Simhashes {
+        if !wide && !matches!(self.options.mode, Mode::JiebaTfidf | Mode::JiebaTf) {
+            (counting_vote64(counting, features), None)
+        } else {
+            float_vote(hasher, features, wide)
         }
     }
 
@@ -265,6 +273,62 @@ impl Featurizer {
                 chars::for_each_script_ngram(cleaned, AUTO_N_HAN, AUTO_N_OTHER, |g| add(g, 1.0))
             }
         }
+    }
+}
+
+/// A fingerprint as `(64-bit, 128-bit)`: at most the one of the options' width is set.
+type Simhashes = (Option<u64>, Option<u128>);
+
+/// A feature's hash at the fingerprint's width; a 64-bit one is widened so one buffer holds both.
+#[inline]
+fn hash_at_width(feature: &str, wide: bool) -> u128 {
+    if wide {
+        feature_hash128(feature)
+    } else {
+        u128::from(feature_hash(feature))
+    }
+}
+
+/// Adds a repeat's weight to its first occurrence, or appends a feature not seen before.
+#[inline]
+fn add_distinct(
+    index: &mut FeatureIndex,
+    features: &mut Vec<(u128, f64)>,
+    hash: u128,
+    weight: f64,
+) {
+    match index.entry(hash as u64) {
+        Entry::Occupied(at) => features[*at.get()].1 += weight,
+        Entry::Vacant(at) => {
+            at.insert(features.len());
+            features.push((hash, weight));
+        }
+    }
+}
+
+/// Whole-number weights (occurrence counts) at 64 bits: the same vote without floating point.
+fn counting_vote64(counting: &mut CountingSimHasher, features: &[(u128, f64)]) -> Option<u64> {
+    counting.reset();
+    for &(hash, weight) in features {
+        counting.add(hash as u64, weight as u64);
+    }
+    counting.finish()
+}
+
+/// The floating-point vote, for TF-IDF weights and for every 128-bit fingerprint.
+fn float_vote(hasher: &mut SimHasher, features: &[(u128, f64)], wide: bool) -> Simhashes {
+    hasher.reset();
+    for &(hash, weight) in features {
+        if wide {
+            hasher.add128(hash, weight);
+        } else {
+            hasher.add(hash as u64, weight);
+        }
+    }
+    if wide {
+        (None, hasher.finish128())
+    } else {
+        (hasher.finish(), None)
     }
 }
 
@@ -571,7 +635,7 @@ mod tests {
         .iter()
         .map(|o| with(o))
         .collect();
-        let mut random = crate::generate::SplitMix64(0x5EED);
+        let mut random = crate::rng::SplitMix64(0x5EED);
         let mut scratch = Scratch::default();
         for case in 0..600 {
             let length = random.below(300);

@@ -10,6 +10,7 @@ use std::fmt;
 use std::path::PathBuf;
 
 use crate::error::echo_quoted;
+use crate::fingerprint::Width;
 
 /// How a cleaned text is cut into features.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -129,7 +130,7 @@ pub struct FeatureOptions {
     pub min_features: usize,
     pub empty: EmptyPolicy,
     /// Fingerprint width: 64 (UInt64) or 128 (FixedSizeBinary(16), big-endian).
-    pub bits: u32,
+    pub width: Width,
     pub cleaning: Cleaning,
 }
 
@@ -144,7 +145,7 @@ impl Default for FeatureOptions {
             stop_words: None,
             min_features: 5,
             empty: EmptyPolicy::Skip,
-            bits: 64,
+            width: Width::Bits64,
             cleaning: Cleaning {
                 html: true,
                 nfkc: true,
@@ -196,10 +197,10 @@ const MAX_COUNT: usize = 100_000;
 impl FeatureOptions {
     /// Combinations that parse but cannot mean what they say.
     pub fn check(&self) -> Result<(), OptionError> {
-        if self.n == 0 || self.top_k == 0 || !(self.bits == 64 || self.bits == 128) {
+        if self.n == 0 || self.top_k == 0 {
             return Err(OptionError(format!(
                 "feature options n={}, top_k={}, bits={} are out of range",
-                self.n, self.top_k, self.bits
+                self.n, self.top_k, self.width
             )));
         }
         if self.mode == Mode::JiebaTfidf && self.top_k < self.min_features {
@@ -217,66 +218,23 @@ impl FeatureOptions {
     pub fn parse(options: &str) -> Result<Self, OptionError> {
         let mut parsed = Self::default();
         for item in options.split(',').map(str::trim).filter(|i| !i.is_empty()) {
-            let (key, value) = match item.split_once('=') {
-                Some((key, value)) => (key.trim(), value.trim()),
-                None if item == "default" => continue,
-                None => {
-                    return Err(OptionError(format!(
-                        "feature option {} has no value; write key=value, e.g. mode=chars \
-                         (valid options: {})",
-                        echo_quoted(item),
-                        KEYS.join(", ")
-                    )));
-                }
+            let Some((key, value)) = split_item(item)? else {
+                continue;
             };
             let c = &mut parsed.cleaning;
             match key {
                 "mode" => parsed.mode = Mode::parse(value)?,
-                "bits" => {
-                    parsed.bits = match value {
-                        "64" => 64,
-                        "128" => 128,
-                        _ => {
-                            return Err(OptionError(format!(
-                                "feature option bits={} is not valid; valid values: 64, 128",
-                                echo_quoted(value)
-                            )));
-                        }
-                    }
-                }
+                "bits" => parsed.width = choice(key, value, BITS_VALUES)?,
                 "top_k" => parsed.top_k = count(key, value, 1)?,
                 "n" => parsed.n = count(key, value, 1)?,
                 "min_features" => parsed.min_features = count(key, value, 0)?,
                 "idf" => parsed.idf = path(key, value)?,
                 "stop_words" => parsed.stop_words = path(key, value)?,
-                "empty" => {
-                    parsed.empty = match value {
-                        "skip" => EmptyPolicy::Skip,
-                        "exact" => EmptyPolicy::Exact,
-                        _ => {
-                            return Err(OptionError(format!(
-                                "feature option empty={} is not valid; valid values: skip, exact",
-                                echo_quoted(value)
-                            )));
-                        }
-                    }
-                }
+                "empty" => parsed.empty = choice(key, value, EMPTY_VALUES)?,
                 "html" => c.html = switch(key, value)?,
                 "nfkc" => c.nfkc = switch(key, value)?,
                 "width" => c.width = switch(key, value)?,
-                "t2s" => {
-                    c.t2s = match value {
-                        "tw" => T2s::Taiwan,
-                        _ if switch(key, value).is_ok_and(|on| on) => T2s::Characters,
-                        _ if switch(key, value).is_ok() => T2s::Off,
-                        _ => {
-                            return Err(OptionError(format!(
-                                "feature option t2s={} is not valid; valid values: on, off, tw",
-                                echo_quoted(value)
-                            )));
-                        }
-                    }
-                }
+                "t2s" => c.t2s = choice(key, on_or_off(value), T2S_VALUES)?,
                 "case" => c.case = switch(key, value)?,
                 "cjk_only" => c.cjk_only = switch(key, value)?,
                 "space" => c.space = switch(key, value)?,
@@ -299,6 +257,59 @@ impl FeatureOptions {
     }
 }
 
+/// `bits`'s values, as its error lists them.
+const BITS_VALUES: &[(&str, Width)] = &[("64", Width::Bits64), ("128", Width::Bits128)];
+
+/// `empty`'s values, as its error lists them.
+const EMPTY_VALUES: &[(&str, EmptyPolicy)] =
+    &[("skip", EmptyPolicy::Skip), ("exact", EmptyPolicy::Exact)];
+
+/// `t2s`'s values, in the order its error lists them (`on_or_off` folds the other spellings).
+const T2S_VALUES: &[(&str, T2s)] = &[
+    ("on", T2s::Characters),
+    ("off", T2s::Off),
+    ("tw", T2s::Taiwan),
+];
+
+/// An item's trimmed key and value; `None` for a bare `default`, an error for other bare words.
+fn split_item(item: &str) -> Result<Option<(&str, &str)>, OptionError> {
+    match item.split_once('=') {
+        Some((key, value)) => Ok(Some((key.trim(), value.trim()))),
+        None if item == "default" => Ok(None),
+        None => Err(OptionError(format!(
+            "feature option {} has no value; write key=value, e.g. mode=chars \
+             (valid options: {})",
+            echo_quoted(item),
+            KEYS.join(", ")
+        ))),
+    }
+}
+
+/// What `table` pairs with `value`, or an error naming `key=value` and listing the valid names.
+fn choice<T: Copy>(key: &str, value: &str, table: &[(&str, T)]) -> Result<T, OptionError> {
+    table
+        .iter()
+        .find(|(name, _)| *name == value)
+        .map(|&(_, chosen)| chosen)
+        .ok_or_else(|| {
+            let names: Vec<&str> = table.iter().map(|(name, _)| *name).collect();
+            OptionError(format!(
+                "feature option {key}={} is not valid; valid values: {}",
+                echo_quoted(value),
+                names.join(", ")
+            ))
+        })
+}
+
+/// Any spelling of on or off as `on` or `off`, other values unchanged, so a table can list two.
+fn on_or_off(value: &str) -> &str {
+    match parse_switch(value) {
+        Some(true) => "on",
+        Some(false) => "off",
+        None => value,
+    }
+}
+
 fn count(key: &str, value: &str, min: usize) -> Result<usize, OptionError> {
     value
         .parse::<usize>()
@@ -312,14 +323,22 @@ fn count(key: &str, value: &str, min: usize) -> Result<usize, OptionError> {
         })
 }
 
+/// An on/off option's value, or the error naming it.
 fn switch(key: &str, value: &str) -> Result<bool, OptionError> {
-    match value {
-        "on" | "true" | "yes" | "1" => Ok(true),
-        "off" | "false" | "no" | "0" => Ok(false),
-        _ => Err(OptionError(format!(
+    parse_switch(value).ok_or_else(|| {
+        OptionError(format!(
             "feature option {key}={} must be on or off",
             echo_quoted(value)
-        ))),
+        ))
+    })
+}
+
+/// The spellings of on and off that every switch accepts.
+fn parse_switch(value: &str) -> Option<bool> {
+    match value {
+        "on" | "true" | "yes" | "1" => Some(true),
+        "off" | "false" | "no" | "0" => Some(false),
+        _ => None,
     }
 }
 
@@ -341,7 +360,7 @@ impl fmt::Display for FeatureOptions {
             f,
             "mode={},bits={},top_k={},n={},",
             self.mode.name(),
-            self.bits,
+            self.width,
             self.top_k,
             self.n
         )?;

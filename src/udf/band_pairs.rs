@@ -446,7 +446,7 @@ mod tests {
     fn wide_fingerprints_all_pairs_within_seven_bits_once() {
         use super::BandPairs;
         use crate::fingerprint::Fingerprint;
-        let mut random = crate::generate::SplitMix64(0x128);
+        let mut random = crate::rng::SplitMix64(0x128);
         let mut wide = || (u128::from(random.next_u64()) << 64) | u128::from(random.next_u64());
         let mut fingerprints: Vec<u128> = Vec::new();
         for _ in 0..60 {
@@ -505,7 +505,7 @@ mod tests {
     fn fresh_pairs_are_the_pairs_with_a_fresh_member() {
         use super::BandPairs;
         use crate::fingerprint::Fingerprint;
-        let mut random = crate::generate::SplitMix64(0xF7E5);
+        let mut random = crate::rng::SplitMix64(0xF7E5);
         let mut fingerprints: Vec<u64> = Vec::new();
         for _ in 0..300 {
             let base = random.next_u64();

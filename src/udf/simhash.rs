@@ -24,6 +24,7 @@ use datafusion::logical_expr::{
     Signature, TypeSignature, TypeSignatureClass, Volatility,
 };
 
+use crate::fingerprint::Width;
 use crate::text::{Featurizer, Fingerprint, Scratch};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -62,17 +63,16 @@ struct TextFunc {
 }
 
 /// UInt64 for 64-bit fingerprints; FixedSizeBinary(16), big-endian, for `bits=128`.
-fn fingerprint_type(bits: u32) -> DataType {
-    if bits == 128 {
-        DataType::FixedSizeBinary(16)
-    } else {
-        DataType::UInt64
+fn fingerprint_type(width: Width) -> DataType {
+    match width {
+        Width::Bits128 => DataType::FixedSizeBinary(16),
+        Width::Bits64 => DataType::UInt64,
     }
 }
 
-fn details_fields(bits: u32) -> Fields {
+fn details_fields(width: Width) -> Fields {
     Fields::from(vec![
-        Field::new("simhash", fingerprint_type(bits), true),
+        Field::new("simhash", fingerprint_type(width), true),
         Field::new("features", DataType::UInt32, true),
     ])
 }
@@ -93,10 +93,10 @@ impl TextFunc {
         }
     }
 
-    fn output_type(&self, bits: u32) -> DataType {
+    fn output_type(&self, width: Width) -> DataType {
         match self.output {
-            Output::Simhash => fingerprint_type(bits),
-            Output::Details => DataType::Struct(details_fields(bits)),
+            Output::Simhash => fingerprint_type(width),
+            Output::Details => DataType::Struct(details_fields(width)),
             Output::Clean => DataType::Utf8,
         }
     }
@@ -125,17 +125,17 @@ impl ScalarUDFImpl for TextFunc {
 
     /// The type for the default options; `return_field_from_args` has the real one.
     fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
-        Ok(self.output_type(64))
+        Ok(self.output_type(Width::Bits64))
     }
 
     /// Checks the options while the query is planned, so a typo fails before any row is read;
     /// the fingerprint's type follows their `bits`.
     fn return_field_from_args(&self, args: ReturnFieldArgs) -> Result<FieldRef> {
-        let mut bits = 64;
+        let mut width = Width::Bits64;
         if args.arg_fields.len() == 2 {
             match args.scalar_arguments.get(1).copied().flatten() {
                 Some(options) => match featurizer(Some(options)) {
-                    Ok(f) => bits = f.options().bits,
+                    Ok(f) => width = f.options().width,
                     Err(e) => return plan_err!("{}: {e}", self.name()),
                 },
                 None => return plan_err!("{}", self.options_error()),
@@ -143,7 +143,7 @@ impl ScalarUDFImpl for TextFunc {
         }
         Ok(Arc::new(Field::new(
             self.name(),
-            self.output_type(bits),
+            self.output_type(width),
             true,
         )))
     }
@@ -192,9 +192,9 @@ impl TextFunc {
     ) -> Result<ArrayRef> {
         let mut scratch = Scratch::default();
         let mut print = |text: &str| featurizer.fingerprint(text, &mut scratch);
-        let bits = featurizer.options().bits;
+        let wide = featurizer.options().width == Width::Bits128;
         let fingerprints = |prints: Vec<Option<Fingerprint>>| -> Result<ArrayRef> {
-            Ok(if bits == 128 {
+            Ok(if wide {
                 let bytes = prints
                     .iter()
                     .map(|p| p.and_then(|p| p.simhash128).map(u128::to_be_bytes));
@@ -216,7 +216,7 @@ impl TextFunc {
                 let prints: Vec<Option<Fingerprint>> = texts.map(|t| t.map(&mut print)).collect();
                 let counts: UInt32Array = prints.iter().map(|p| p.map(|p| p.features)).collect();
                 Arc::new(StructArray::new(
-                    details_fields(bits),
+                    details_fields(featurizer.options().width),
                     vec![fingerprints(prints)?, Arc::new(counts)],
                     None,
                 ))

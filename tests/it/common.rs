@@ -163,7 +163,7 @@ pub fn write_fingerprints(path: &Path, fingerprints: &[(i64, u64)]) {
 }
 
 /// The project's deterministic generator, so tests need no seed handling.
-pub use neardup::generate::SplitMix64;
+pub use neardup::rng::SplitMix64;
 
 /// A small tmpfs mounted for a test (root only); `None` where the machine does not allow
 /// mounting one. Unmounted when dropped.

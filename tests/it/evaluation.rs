@@ -86,7 +86,7 @@ async fn truth_scores_sweep_and_agree_with_a_run_at_that_k() {
         .map(|id| group_of.get(id).copied().unwrap_or(10_000 + *id as u64))
         .collect();
     let truths: Vec<u64> = ids.iter().map(|&id| truth_of(id)).collect();
-    let (scores, ari) = neardup::eval::score_clustering(&predicted, &truths);
+    let (scores, ari) = neardup::commands::eval::score_clustering(&predicted, &truths);
     assert_eq!(k3["true_positives"].as_u64(), Some(scores.true_positives));
     assert_eq!(k3["false_negatives"].as_u64(), Some(scores.false_negatives));
     assert_eq!(k3["true_negatives"].as_u64(), Some(scores.true_negatives));

@@ -7,21 +7,39 @@ use std::sync::Mutex;
 
 use crate::error::{Error, Result};
 
-/// Staging folders of this process, for the interrupt handler to remove (a Ctrl-C ends the
-/// process without unwinding, so `Drop` does not run).
+/// Staging folders and partial files of this process, for the interrupt handler to remove (a
+/// Ctrl-C ends the process without unwinding, so `Drop` does not run).
 static LIVE_STAGING: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
-/// Removes every staging folder this process still has; called on Ctrl-C or SIGTERM. Says
-/// whether there was any (a scheduler or an executor has none).
+/// Removes every staging folder and partial file this process still has; called on Ctrl-C or
+/// SIGTERM. Says whether there was any (a scheduler or an executor has none).
 pub fn remove_live_staging() -> bool {
     match LIVE_STAGING.lock() {
-        Ok(folders) => {
-            for folder in folders.iter() {
-                let _ = std::fs::remove_dir_all(folder);
+        Ok(places) => {
+            for place in places.iter() {
+                if place.is_dir() {
+                    let _ = std::fs::remove_dir_all(place);
+                } else {
+                    let _ = std::fs::remove_file(place);
+                }
             }
-            !folders.is_empty()
+            !places.is_empty()
         }
         Err(_) => false,
+    }
+}
+
+/// Records a staging folder or partial file for `remove_live_staging`.
+pub(crate) fn register_live(place: &Path) {
+    if let Ok(mut live) = LIVE_STAGING.lock() {
+        live.push(place.to_path_buf());
+    }
+}
+
+/// Forgets a place once it is committed or removed.
+pub(crate) fn forget_live(place: &Path) {
+    if let Ok(mut live) = LIVE_STAGING.lock() {
+        live.retain(|p| p != place);
     }
 }
 
@@ -87,7 +105,7 @@ impl StagingDir {
             .ok_or_else(|| Error::Usage(format!("--output {} names no folder", target.display())))?
             .to_string_lossy()
             .into_owned();
-        if crate::input::has_glob_characters(&target) {
+        if has_glob_characters(&target) {
             return Err(Error::Usage(format!(
                 "--output {} holds '*', '?' or '[', which DataFusion would read as a pattern; \
                  choose another name",
@@ -135,9 +153,7 @@ impl StagingDir {
             std::fs::remove_dir_all(&staging).map_err(|e| Error::io(&staging, e))?;
         }
         std::fs::create_dir(&staging).map_err(|e| Error::io(&staging, e))?;
-        if let Ok(mut live) = LIVE_STAGING.lock() {
-            live.push(staging.clone());
-        }
+        register_live(&staging);
         Ok(Self {
             target,
             staging,
@@ -190,9 +206,7 @@ impl Drop for StagingDir {
             // Best effort: a failed run must not leave a half-written folder behind.
             let _ = std::fs::remove_dir_all(&self.staging);
         }
-        if let Ok(mut live) = LIVE_STAGING.lock() {
-            live.retain(|folder| folder != &self.staging);
-        }
+        forget_live(&self.staging);
     }
 }
 
@@ -349,6 +363,11 @@ pub fn is_output_dir(dir: &Path) -> bool {
 fn is_empty_dir(dir: &Path) -> Result<bool> {
     let mut entries = std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
     Ok(entries.next().is_none())
+}
+
+/// True when DataFusion would take `path` for a glob pattern.
+pub fn has_glob_characters(path: &Path) -> bool {
+    path.to_string_lossy().contains(['*', '?', '['])
 }
 
 #[cfg(test)]

@@ -13,8 +13,9 @@ use datafusion::arrow::array::{Int64Array, RecordBatch, UInt64Array};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::parquet::arrow::ArrowWriter;
 
-use crate::error::{Error, Result};
-use crate::generate::SplitMix64;
+use crate::engine::partial_file::{Existing, PartialFile};
+use crate::error::{Error, QueryContext, Result};
+use crate::rng::SplitMix64;
 
 /// What to generate.
 #[derive(Debug, Clone)]
@@ -32,7 +33,7 @@ pub struct FingerprintOptions {
 const BLOCK: usize = 1 << 20;
 
 /// Writes `count` rows (id 0.., simhash) to `output`; returns how many were planted neighbours.
-pub fn generate(options: &FingerprintOptions) -> Result<u64> {
+pub fn write_fingerprints(options: &FingerprintOptions) -> Result<u64> {
     if !(0.0..=1.0).contains(&options.neighbours) {
         return Err(Error::Usage(format!(
             "--neighbours {} is not a share between 0 and 1",
@@ -45,38 +46,22 @@ pub fn generate(options: &FingerprintOptions) -> Result<u64> {
             options.max_distance
         )));
     }
-    if options.output.exists() && !options.overwrite {
-        return Err(Error::Usage(format!(
-            "{} already exists; pass --overwrite to replace it",
-            options.output.display()
-        )));
-    }
-    let partial = partial_path(&options.output);
-    let planted = write_blocks(&partial, options).inspect_err(|_| {
-        let _ = std::fs::remove_file(&partial);
-    })?;
-    std::fs::rename(&partial, &options.output).map_err(|e| Error::io(&options.output, e))?;
+    // Written under a partial name and renamed: the file appears whole or not at all (a failed
+    // or interrupted run removes the partial file).
+    let existing = Existing::from_overwrite(options.overwrite);
+    let (partial, file) = PartialFile::create(&options.output, "--output", existing)?;
+    let planted = write_blocks(file, partial.path(), options)?;
+    partial.commit()?;
     Ok(planted)
 }
 
-/// Beside the target, so the rename is atomic: the file appears whole or not at all.
-fn partial_path(output: &Path) -> PathBuf {
-    let name = output
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    output.with_file_name(format!(".{name}.partial"))
-}
-
-fn write_blocks(path: &Path, options: &FingerprintOptions) -> Result<u64> {
+/// Writes the rows into `file` (at `path`, which errors name); returns the planted count.
+fn write_blocks(file: File, path: &Path, options: &FingerprintOptions) -> Result<u64> {
     let schema = Arc::new(Schema::new(vec![
         Field::new("id", DataType::Int64, false),
         Field::new("simhash", DataType::UInt64, false),
     ]));
-    let file = File::create(path).map_err(|e| Error::io(path, e))?;
-    let parquet = |e: datafusion::parquet::errors::ParquetError| {
-        Error::Input(format!("writing {}: {e}", path.display()))
-    };
+    let parquet = |e| Error::parquet(path, e);
     let mut writer = ArrowWriter::try_new(file, Arc::clone(&schema), None).map_err(parquet)?;
     let mut random = SplitMix64(options.seed);
     let threshold = (options.neighbours * u64::MAX as f64) as u64;
@@ -112,7 +97,7 @@ fn write_blocks(path: &Path, options: &FingerprintOptions) -> Result<u64> {
                 Arc::new(UInt64Array::from_iter_values(block.iter().copied())),
             ],
         )
-        .map_err(|e| Error::Internal(e.to_string()))?;
+        .context(|| format!("building rows of {}", path.display()))?;
         writer.write(&batch).map_err(parquet)?;
         written += size as u64;
     }
@@ -154,7 +139,7 @@ mod tests {
             seed: 7,
             overwrite: false,
         };
-        let planted = generate(&options).unwrap();
+        let planted = write_fingerprints(&options).unwrap();
         let rows = read(&options.output);
         assert_eq!(rows.len(), 5_000);
         assert!((1_200..1_800).contains(&planted), "{planted}");
@@ -168,17 +153,17 @@ mod tests {
             .count() as u64;
         assert_eq!(near_earlier, planted);
         // Same seed, same file; an existing file needs --overwrite.
-        assert!(generate(&options).is_err());
+        assert!(write_fingerprints(&options).is_err());
         let again = FingerprintOptions {
             overwrite: true,
             ..options.clone()
         };
-        generate(&again).unwrap();
+        write_fingerprints(&again).unwrap();
         assert_eq!(read(&options.output), rows);
         let bad = FingerprintOptions {
             neighbours: 1.5,
             ..again
         };
-        assert!(generate(&bad).is_err());
+        assert!(write_fingerprints(&bad).is_err());
     }
 }

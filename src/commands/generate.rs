@@ -16,8 +16,10 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::parquet::arrow::ArrowWriter;
 use datafusion::prelude::{ParquetReadOptions, SessionContext};
 
+use crate::engine::partial_file::{Existing, PartialFile, check_target};
+use crate::engine::sql::quote_ident;
 use crate::error::{Error, QueryContext, Result};
-use crate::input::quote_ident;
+pub use crate::rng::SplitMix64;
 use crate::text::is_han;
 
 #[derive(Debug, Clone)]
@@ -35,24 +37,6 @@ pub struct GenerateOptions {
     pub overwrite: bool,
     /// The edits to draw from (all of `EDITS` when empty).
     pub edits: Vec<String>,
-}
-
-/// SplitMix64: small, fast, and the same on every platform.
-pub struct SplitMix64(pub u64);
-
-impl SplitMix64 {
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// A number in 0..n (n > 0).
-    pub fn below(&mut self, n: usize) -> usize {
-        (self.next_u64() % n.max(1) as u64) as usize
-    }
 }
 
 /// The edits a copy can receive, by name (the names go into the `edits` column).
@@ -134,115 +118,179 @@ const TRADITIONAL: [(char, char); 40] = [
 
 /// Applies one named edit; `other` is another source's text (for insertions).
 pub fn apply_edit(edit: &str, text: &str, other: &str, rng: &mut SplitMix64) -> String {
-    let chinese = text.chars().any(is_han);
     match edit {
-        "boilerplate" => {
-            let (header, footer) = if chinese {
-                (
-                    "首页 | 新闻 | 产品 | 关于我们\n",
-                    "\n版权所有 © 2026 示例网站 保留所有权利 | 联系我们",
-                )
-            } else {
-                (
-                    "Home | News | Products | About us\n",
-                    "\nCopyright © 2026 Example Site. All rights reserved. | Contact",
-                )
-            };
-            match rng.below(3) {
-                0 => format!("{header}{text}"),
-                1 => format!("{text}{footer}"),
-                _ => format!("{header}{text}{footer}"),
-            }
-        }
-        "markup" => {
-            let body: String = sentences(text)
-                .iter()
-                .map(|s| format!("<p>{}</p>", s.trim()))
-                .collect();
-            format!("<html><body><div class=\"content\">{body}</div></body></html>")
-        }
+        "boilerplate" => add_boilerplate(text, rng),
+        "markup" => wrap_in_markup(text),
         "delete_sentence" | "insert_sentence" | "swap_sentences" => {
-            let mut parts: Vec<String> = sentences(text).iter().map(|s| s.to_string()).collect();
-            if parts.len() < 2 {
-                return format!("{text}{}", sentences(other).first().copied().unwrap_or(""));
-            }
-            let i = rng.below(parts.len());
-            match edit {
-                "delete_sentence" => {
-                    parts.remove(i);
-                }
-                "insert_sentence" => {
-                    let donor = sentences(other);
-                    if let Some(s) = donor.get(rng.below(donor.len())) {
-                        parts.insert(i, s.to_string());
-                    }
-                }
-                _ => {
-                    let j = (i + 1 + rng.below(parts.len() - 1)) % parts.len();
-                    parts.swap(i, j);
-                }
-            }
-            parts.concat()
+            edit_sentences(edit, text, other, rng)
         }
-        "typos" => {
-            let mut chars: Vec<char> = text.chars().collect();
-            if chars.is_empty() {
-                // A truncated one-character text: nothing to misspell.
-                return String::new();
-            }
-            for _ in 0..(chars.len() / 200).clamp(1, 20) {
-                let i = rng.below(chars.len());
-                let c = chars[i];
-                chars[i] = if is_han(c) {
-                    char::from_u32(0x4E00 + rng.below(0x51A5) as u32).unwrap_or(c)
-                } else if c.is_ascii_alphabetic() {
-                    (b'a' + rng.below(26) as u8) as char
-                } else {
-                    c
-                };
-            }
-            chars.into_iter().collect()
-        }
-        "truncate" => {
-            let chars: Vec<char> = text.chars().collect();
-            let keep = chars.len() * (70 + rng.below(21)) / 100;
-            chars[..keep].iter().collect()
-        }
-        "punctuation_width" => text
-            .chars()
-            .map(|c| match c {
-                '，' => ',',
-                '。' => '.',
-                '：' => ':',
-                '；' => ';',
-                '！' => '!',
-                '？' => '?',
-                '（' => '(',
-                '）' => ')',
-                ',' => '，',
-                ':' => '：',
-                ';' => '；',
-                other => other,
-            })
-            .collect(),
-        "traditional" => text
-            .chars()
-            .map(|c| TRADITIONAL.iter().find(|p| p.0 == c).map_or(c, |p| p.1))
-            .collect(),
+        "typos" => add_typos(text, rng),
+        "truncate" => truncate(text, rng),
+        "punctuation_width" => swap_punctuation_width(text),
+        "traditional" => to_traditional(text),
         _ => text.to_string(),
     }
 }
 
-/// Writes the generated corpus (id, text, edits) and its truth (id, cluster).
-pub async fn generate(options: &GenerateOptions) -> Result<(usize, usize)> {
-    for path in [&options.output, &options.truth] {
-        if path.exists() && !options.overwrite {
-            return Err(Error::Usage(format!(
-                "{} already exists; pass --overwrite to replace it",
-                path.display()
-            )));
+/// A site's header, footer or both around the text, in the text's script.
+fn add_boilerplate(text: &str, rng: &mut SplitMix64) -> String {
+    let (header, footer) = if text.chars().any(is_han) {
+        (
+            "首页 | 新闻 | 产品 | 关于我们\n",
+            "\n版权所有 © 2026 示例网站 保留所有权利 | 联系我们",
+        )
+    } else {
+        (
+            "Home | News | Products | About us\n",
+            "\nCopyright © 2026 Example Site. All rights reserved. | Contact",
+        )
+    };
+    match rng.below(3) {
+        0 => format!("{header}{text}"),
+        1 => format!("{text}{footer}"),
+        _ => format!("{header}{text}{footer}"),
+    }
+}
+
+/// The text as an HTML page, one paragraph per sentence.
+fn wrap_in_markup(text: &str) -> String {
+    let body: String = sentences(text)
+        .iter()
+        .map(|s| format!("<p>{}</p>", s.trim()))
+        .collect();
+    format!("<html><body><div class=\"content\">{body}</div></body></html>")
+}
+
+/// `delete_sentence`, `insert_sentence` (one of `other`'s) or `swap_sentences`; a text of one
+/// sentence gets `other`'s first sentence appended instead.
+fn edit_sentences(edit: &str, text: &str, other: &str, rng: &mut SplitMix64) -> String {
+    let mut parts: Vec<String> = sentences(text).iter().map(|s| s.to_string()).collect();
+    if parts.len() < 2 {
+        return format!("{text}{}", sentences(other).first().copied().unwrap_or(""));
+    }
+    let i = rng.below(parts.len());
+    match edit {
+        "delete_sentence" => {
+            parts.remove(i);
+        }
+        "insert_sentence" => {
+            let donor = sentences(other);
+            if let Some(s) = donor.get(rng.below(donor.len())) {
+                parts.insert(i, s.to_string());
+            }
+        }
+        _ => {
+            let j = (i + 1 + rng.below(parts.len() - 1)) % parts.len();
+            parts.swap(i, j);
         }
     }
+    parts.concat()
+}
+
+/// One random character in 200 (1 to 20 of them) replaced by a random one of its kind.
+fn add_typos(text: &str, rng: &mut SplitMix64) -> String {
+    let mut chars: Vec<char> = text.chars().collect();
+    if chars.is_empty() {
+        // A truncated one-character text: nothing to misspell.
+        return String::new();
+    }
+    for _ in 0..(chars.len() / 200).clamp(1, 20) {
+        let i = rng.below(chars.len());
+        let c = chars[i];
+        chars[i] = if is_han(c) {
+            char::from_u32(0x4E00 + rng.below(0x51A5) as u32).unwrap_or(c)
+        } else if c.is_ascii_alphabetic() {
+            (b'a' + rng.below(26) as u8) as char
+        } else {
+            c
+        };
+    }
+    chars.into_iter().collect()
+}
+
+/// The first 70% to 90% of the text's characters.
+fn truncate(text: &str, rng: &mut SplitMix64) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let keep = chars.len() * (70 + rng.below(21)) / 100;
+    chars[..keep].iter().collect()
+}
+
+/// Full-width punctuation made half-width, and half-width commas, colons and semicolons
+/// full-width.
+fn swap_punctuation_width(text: &str) -> String {
+    text.chars()
+        .map(|c| match c {
+            '，' => ',',
+            '。' => '.',
+            '：' => ':',
+            '；' => ';',
+            '！' => '!',
+            '？' => '?',
+            '（' => '(',
+            '）' => ')',
+            ',' => '，',
+            ':' => '：',
+            ';' => '；',
+            other => other,
+        })
+        .collect()
+}
+
+/// The characters of `TRADITIONAL` in their Traditional forms.
+fn to_traditional(text: &str) -> String {
+    text.chars()
+        .map(|c| TRADITIONAL.iter().find(|p| p.0 == c).map_or(c, |p| p.1))
+        .collect()
+}
+
+/// Writes the generated corpus (id, text, edits) and its truth (id, cluster).
+pub async fn generate_corpus(options: &GenerateOptions) -> Result<(usize, usize)> {
+    let existing = Existing::from_overwrite(options.overwrite);
+    // Checked before any work; checked again when the files are created.
+    for (path, role) in [(&options.output, OUTPUT_ROLE), (&options.truth, TRUTH_ROLE)] {
+        check_target(path, role, existing)?;
+    }
+    let sources = read_sources(options).await?;
+    let allowed = allowed_edits(&options.edits)?;
+    let copies = Copies {
+        sources: &sources,
+        allowed: &allowed,
+        max_copies: options.max_copies,
+    };
+    let mut rng = SplitMix64(options.seed);
+    let mut out = Outputs {
+        corpus: TableWriter::create(
+            &options.output,
+            OUTPUT_ROLE,
+            &["id", "text", "edits"],
+            existing,
+        )?,
+        truth: TableWriter::create(&options.truth, TRUTH_ROLE, &["id", "cluster"], existing)?,
+        documents: 0,
+    };
+    let collages = Collages::new(&sources);
+    let all_sources = sources.len() + options.collage_sources;
+    for number in 0..all_sources {
+        // The input's documents first, then made-up ones (`Collages`).
+        let (source_id, text) = match sources.get(number) {
+            Some((id, text)) => (id.clone(), text.clone()),
+            None => (format!("collage-{number}"), collages.make(&mut rng)),
+        };
+        write_copies(&copies, number, &source_id, &text, &mut rng, &mut out)?;
+    }
+    let documents = out.documents;
+    out.corpus.finish()?;
+    out.truth.finish()?;
+    Ok((all_sources, documents))
+}
+
+/// How messages name the corpus file.
+const OUTPUT_ROLE: &str = "--output";
+/// How messages name the truth file.
+const TRUTH_ROLE: &str = "--truth";
+
+/// The input's first `--sources` documents with text, in id order, as (id, text).
+async fn read_sources(options: &GenerateOptions) -> Result<Vec<(String, String)>> {
     let ctx = SessionContext::new();
     let location = options.input.display().to_string();
     ctx.register_parquet(
@@ -281,10 +329,15 @@ pub async fn generate(options: &GenerateOptions) -> Result<(usize, usize)> {
             "{location}: no document with text to copy"
         )));
     }
-    let allowed: Vec<&str> = if options.edits.is_empty() {
+    Ok(sources)
+}
+
+/// The edits to draw from: `edits` (`--edits`), or all of `EDITS` when empty.
+fn allowed_edits(edits: &[String]) -> Result<Vec<&str>> {
+    let allowed: Vec<&str> = if edits.is_empty() {
         EDITS.to_vec()
     } else {
-        options.edits.iter().map(String::as_str).collect()
+        edits.iter().map(String::as_str).collect()
     };
     if let Some(unknown) = allowed.iter().find(|e| !EDITS.contains(e)) {
         return Err(Error::Usage(format!(
@@ -292,40 +345,60 @@ pub async fn generate(options: &GenerateOptions) -> Result<(usize, usize)> {
             EDITS.join(", ")
         )));
     }
-    let mut rng = SplitMix64(options.seed);
-    let mut corpus = TableWriter::create(&options.output, &["id", "text", "edits"])?;
-    let mut truth = TableWriter::create(&options.truth, &["id", "cluster"])?;
-    let collages = Collages::new(&sources);
-    let mut documents = 0;
-    let all_sources = sources.len() + options.collage_sources;
-    for number in 0..all_sources {
-        // The input's documents first, then made-up ones (`Collages`).
-        let (source_id, text) = match sources.get(number) {
-            Some((id, text)) => (id.clone(), text.clone()),
-            None => (format!("collage-{number}"), collages.make(&mut rng)),
-        };
-        let id = format!("{source_id}#0");
-        corpus.push(&[&id, &text, ""])?;
-        truth.push(&[&id, &source_id])?;
-        documents += 1;
-        for copy in 1..=rng.below(options.max_copies as usize + 1) {
-            let other = &sources[(number + 1 + rng.below(sources.len())) % sources.len()].1;
-            let mut edited = text.clone();
-            let mut applied = Vec::new();
-            for _ in 0..1 + rng.below(3) {
-                let edit = allowed[rng.below(allowed.len())];
-                edited = apply_edit(edit, &edited, other, &mut rng);
-                applied.push(edit);
-            }
-            let id = format!("{source_id}#{copy}");
-            corpus.push(&[&id, &edited, &applied.join(",")])?;
-            truth.push(&[&id, &source_id])?;
-            documents += 1;
-        }
+    Ok(allowed)
+}
+
+/// What the copies of a source are made with.
+struct Copies<'a> {
+    /// The input's documents: a copy's insertions come from one of them.
+    sources: &'a [(String, String)],
+    /// The edits to draw from.
+    allowed: &'a [&'a str],
+    /// Copies per source at most (`--max-copies`).
+    max_copies: u64,
+}
+
+/// The corpus and the truth being written, and how many documents they have.
+struct Outputs {
+    corpus: TableWriter,
+    truth: TableWriter,
+    documents: usize,
+}
+
+impl Outputs {
+    /// One document in the corpus, and in the truth in its source's cluster.
+    fn push(&mut self, id: &str, text: &str, edits: &str, source_id: &str) -> Result<()> {
+        self.corpus.push(&[id, text, edits])?;
+        self.truth.push(&[id, source_id])?;
+        self.documents += 1;
+        Ok(())
     }
-    corpus.finish()?;
-    truth.finish()?;
-    Ok((all_sources, documents))
+}
+
+/// Writes source `number` (as `<source_id>#0`) and 0..=`max_copies` edited copies of it.
+fn write_copies(
+    copies: &Copies<'_>,
+    number: usize,
+    source_id: &str,
+    text: &str,
+    rng: &mut SplitMix64,
+    out: &mut Outputs,
+) -> Result<()> {
+    out.push(&format!("{source_id}#0"), text, "", source_id)?;
+    let sources = copies.sources;
+    for copy in 1..=rng.below(copies.max_copies as usize + 1) {
+        let other = &sources[(number + 1 + rng.below(sources.len())) % sources.len()].1;
+        let mut edited = text.to_string();
+        let mut applied = Vec::new();
+        for _ in 0..1 + rng.below(3) {
+            let edit = copies.allowed[rng.below(copies.allowed.len())];
+            edited = apply_edit(edit, &edited, other, rng);
+            applied.push(edit);
+        }
+        let id = format!("{source_id}#{copy}");
+        out.push(&id, &edited, &applied.join(","), source_id)?;
+    }
+    Ok(())
 }
 
 const MIN_COLLAGE_SENTENCES: usize = 4;
@@ -388,47 +461,45 @@ impl<'a> Collages<'a> {
     }
 }
 
-/// Rows of string columns streamed into a Parquet file in row groups of 16,384, written to
-/// `<path>.partial` and renamed when whole, so a corpus of any size takes one row group of
-/// memory and an interrupted run leaves no file that looks finished.
+/// Rows of string columns streamed into a Parquet file in row groups of 16,384, written under
+/// a partial name (`PartialFile`) and renamed when whole, so a corpus of any size takes one row
+/// group of memory and an interrupted run leaves no file that looks finished (and no partial
+/// file either).
 struct TableWriter {
-    path: PathBuf,
-    partial: PathBuf,
     schema: Arc<Schema>,
     columns: Vec<StringBuilder>,
     writer: ArrowWriter<std::fs::File>,
-    finished: bool,
+    /// Last, so a dropped writer closes the file before the partial file is removed.
+    partial: PartialFile,
 }
 
 const ROW_GROUP_ROWS: usize = 16_384;
 
 impl TableWriter {
-    fn create(path: &Path, names: &[&str]) -> Result<Self> {
+    /// Creates the partial file for `path` (`role` names it in messages), with one Utf8 column
+    /// per name.
+    fn create(path: &Path, role: &str, names: &[&str], existing: Existing) -> Result<Self> {
         let schema = Arc::new(Schema::new(
             names
                 .iter()
                 .map(|name| Field::new(*name, DataType::Utf8, false))
                 .collect::<Vec<_>>(),
         ));
-        let mut partial = path.as_os_str().to_os_string();
-        partial.push(".partial");
-        let partial = PathBuf::from(partial);
-        let file = std::fs::File::create(&partial).map_err(|e| Error::io(&partial, e))?;
+        let (partial, file) = PartialFile::create(path, role, existing)?;
         let properties = datafusion::parquet::file::properties::WriterProperties::builder()
             .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
             .build();
         let writer = ArrowWriter::try_new(file, Arc::clone(&schema), Some(properties))
-            .map_err(|e| Error::Internal(format!("{}: {e}", partial.display())))?;
+            .map_err(|e| Error::parquet(partial.path(), e))?;
         Ok(Self {
-            path: path.to_path_buf(),
-            partial,
             schema,
             columns: names.iter().map(|_| StringBuilder::new()).collect(),
             writer,
-            finished: false,
+            partial,
         })
     }
 
+    /// Adds one row; a full row group is written out.
     fn push(&mut self, row: &[&str]) -> Result<()> {
         for (column, value) in self.columns.iter_mut().zip(row) {
             column.append_value(value);
@@ -439,6 +510,7 @@ impl TableWriter {
         Ok(())
     }
 
+    /// Writes the rows held as a row group.
     fn flush(&mut self) -> Result<()> {
         if self.columns[0].is_empty() {
             return Ok(());
@@ -448,30 +520,22 @@ impl TableWriter {
             .iter_mut()
             .map(|column| Arc::new(column.finish()) as _)
             .collect();
-        let failed = |e: String| Error::Internal(format!("{}: {e}", self.partial.display()));
         let batch = RecordBatch::try_new(Arc::clone(&self.schema), arrays)
-            .map_err(|e| failed(e.to_string()))?;
+            .context(|| format!("building a row group of {}", self.partial.path().display()))?;
         let written = self.writer.write(&batch);
-        written.map_err(|e| failed(e.to_string()))
+        written.map_err(|e| Error::parquet(self.partial.path(), e))
     }
 
+    /// Writes the last rows and the footer, and renames the file into place.
     fn finish(mut self) -> Result<()> {
         self.flush()?;
-        self.writer
-            .finish()
-            .map_err(|e| Error::Internal(format!("{}: {e}", self.partial.display())))?;
-        std::fs::rename(&self.partial, &self.path).map_err(|e| Error::io(&self.path, e))?;
-        self.finished = true;
-        Ok(())
-    }
-}
-
-impl Drop for TableWriter {
-    /// A failed or interrupted generation leaves no partial file behind.
-    fn drop(&mut self) {
-        if !self.finished {
-            let _ = std::fs::remove_file(&self.partial);
-        }
+        let Self {
+            partial, writer, ..
+        } = self;
+        writer
+            .close()
+            .map_err(|e| Error::parquet(partial.path(), e))?;
+        partial.commit()
     }
 }
 

@@ -1,17 +1,26 @@
-//! The command line: argument definitions and what each command prints.
+//! What the user can type: the commands and their flags (clap), and what `run` and `match`
+//! make of them (a `JobRequest`; the rules between flags are applied by `JobRequest::resolve`).
 
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::distributed::{self, Cluster, ExecutorOptions};
+use crate::cli::values::{
+    Cut, FeaturesArg, parse_features, parse_k, parse_max_rows, parse_memory_limit, parse_sweep,
+};
+use crate::commands::eval::EvalOptions;
+use crate::commands::generate::GenerateOptions;
+use crate::commands::generate_fingerprints::FingerprintOptions;
+use crate::commands::plan::PlanOptions;
+use crate::commands::query::{Format, QueryOptions};
+use crate::engine::ballista::{self, Cluster, ExecutorOptions};
+use crate::engine::session::Console;
+use crate::engine::staging::Overwrite;
 use crate::error::Result;
-use crate::job::{self, MatchOptions, RunOptions};
-use crate::output::Overwrite;
-use crate::pipeline::{Clustering, Matching, PairsListed};
-use crate::query::{self, Format, QueryOptions};
-use crate::summary::Summary;
-use crate::text::FeatureOptions;
+use crate::fingerprint::Width;
+use crate::job::choices::Clustering;
+use crate::job::choices::{Matching, PairsListed};
+use crate::job::{IndexOptions, JobRequest, Source};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -72,7 +81,7 @@ pub struct SchedulerArgs {
     #[arg(
         long,
         value_name = "SECONDS",
-        default_value_t = distributed::DEFAULT_EXECUTOR_TIMEOUT_SECONDS,
+        default_value_t = ballista::DEFAULT_EXECUTOR_TIMEOUT_SECONDS,
         value_parser = clap::value_parser!(u64).range(10..)
     )]
     pub executor_timeout: u64,
@@ -113,7 +122,7 @@ pub struct ExecutorArgs {
     #[arg(
         long,
         value_name = "SECONDS",
-        default_value_t = distributed::DEFAULT_SCHEDULER_WAIT.as_secs(),
+        default_value_t = ballista::DEFAULT_SCHEDULER_WAIT.as_secs(),
         value_parser = clap::value_parser!(u64).range(1..)
     )]
     pub scheduler_timeout: u64,
@@ -263,83 +272,14 @@ pub struct EvalArgs {
     /// `negative`: a negative, so every predicted pair (two documents in one group) that is not
     /// listed is a false positive (for files that list positives and ambiguous pairs only, like
     /// drift_dev's pairs.parquet). Label -1 pairs are ignored either way.
-    #[arg(long, value_enum, default_value_t = crate::eval::Unlisted::Ignore, requires = "labels")]
-    pub unlisted: crate::eval::Unlisted,
+    #[arg(long, value_enum, default_value_t = crate::commands::eval::Unlisted::Ignore, requires = "labels")]
+    pub unlisted: crate::commands::eval::Unlisted,
     /// Score every k in a range, e.g. 0..=3 (up to the run's k).
     #[arg(long, value_name = "LOW..=HIGH", value_parser = Cut(parse_sweep))]
     pub sweep: Option<(u32, u32)>,
     /// table or json.
     #[arg(long, default_value = "table", value_parser = ["table", "json"])]
     pub format: String,
-}
-
-fn parse_sweep(text: &str) -> std::result::Result<(u32, u32), String> {
-    let bounds = text
-        .split_once("..=")
-        .map(|(a, b)| (a.trim().parse::<u32>(), b.trim().parse::<u32>()));
-    match bounds {
-        Some((Ok(low), Ok(high))) if low <= high => Ok((low, high)),
-        _ => match text.trim().parse::<u32>() {
-            Ok(k) => Ok((k, k)),
-            Err(_) => Err(format!(
-                "'{}' is not a range like 0..=3",
-                crate::error::echo(text)
-            )),
-        },
-    }
-}
-
-/// A value parser whose error echoes the value cut to `crate::error::ECHO_LIMIT` characters
-/// (clap's own message for a function parser repeats the whole value, 120 KB of --features
-/// included).
-#[derive(Clone)]
-struct Cut<F>(F);
-
-impl<F, T> clap::builder::TypedValueParser for Cut<F>
-where
-    F: Fn(&str) -> std::result::Result<T, String> + Clone + Send + Sync + 'static,
-    T: Clone + Send + Sync + 'static,
-{
-    type Value = T;
-
-    fn parse_ref(
-        &self,
-        cmd: &clap::Command,
-        arg: Option<&clap::Arg>,
-        value: &std::ffi::OsStr,
-    ) -> std::result::Result<T, clap::Error> {
-        let Some(text) = value.to_str() else {
-            return Err(clap::Error::new(clap::error::ErrorKind::InvalidUtf8).with_cmd(cmd));
-        };
-        (self.0)(text).map_err(|message| {
-            let arg = arg.map_or_else(|| "...".to_string(), |a| a.to_string());
-            clap::Error::raw(
-                clap::error::ErrorKind::ValueValidation,
-                format!(
-                    "invalid value '{}' for '{arg}': {message}\n\nFor more information, try \
-                     '--help'.",
-                    crate::error::echo(text)
-                ),
-            )
-            .with_cmd(cmd)
-        })
-    }
-}
-
-/// `--k`: 0..=16 here (the most of 128-bit fingerprints); `job::check_k` holds 64-bit ones to
-/// 0..=8 once the width is known.
-fn parse_k(text: &str) -> std::result::Result<u32, String> {
-    let allowed = format!(
-        "--k (the largest Hamming distance that matches) allows 0..={} for 64-bit \
-         fingerprints, 0..={} with --bits 128",
-        job::MAX_K,
-        2 * job::MAX_K
-    );
-    match text.trim().parse::<u32>() {
-        Ok(k) if k <= 2 * job::MAX_K => Ok(k),
-        Ok(k) => Err(format!("{k} is too large; {allowed}")),
-        Err(_) => Err(format!("not a whole number from 0; {allowed}")),
-    }
 }
 
 #[derive(Debug, Args)]
@@ -378,6 +318,32 @@ pub struct RunArgs {
     /// 0..=16 of 128 bits; every pair within it is found, whatever the plan.
     #[arg(long, default_value_t = 3, value_parser = Cut(parse_k))]
     pub k: u32,
+    #[command(flatten)]
+    pub job: JobArgs,
+    /// Cleaning and feature options, e.g. mode=chars,n=3 (listed below; unset keys keep their
+    /// defaults). The same string works in SQL: simhash(text, 'mode=chars,n=3').
+    #[arg(long, value_name = "KEY=VALUE,...", default_value = "", hide_default_value = true,
+          value_parser = Cut(parse_features))]
+    pub features: FeaturesArg,
+    /// Fingerprint width: 64 (UInt64, four 16-bit buckets) or 128 (FixedSizeBinary(16),
+    /// bucket1..bucket8, k up to 16), for finer distinctions between long texts. The same as
+    /// --features bits=N.
+    #[arg(long, value_parser = ["64", "128"], value_name = "64|128")]
+    pub bits: Option<String>,
+    /// Write the deduplicated corpus in one folder per value of these columns (Hive style,
+    /// e.g. dedup/dt=2026-11-28/...); input columns or partition folders of the input.
+    #[arg(long, value_name = "COLUMN", value_delimiter = ',')]
+    pub partition_by: Vec<String>,
+    #[command(flatten)]
+    pub index: IndexArgs,
+    #[command(flatten)]
+    pub console: ConsoleArgs,
+}
+
+/// The options `run` and `match` share: how pairs are found, listed and clustered, and whether
+/// an existing output is replaced.
+#[derive(Debug, Args)]
+pub struct JobArgs {
     /// How candidate pairs are found; both give the same pairs (docs/BENCHMARKS.md).
     #[arg(long, value_enum, default_value_t = Matching::Scan)]
     pub matching: Matching,
@@ -402,24 +368,6 @@ pub struct RunArgs {
     /// files, and keep those files (they move into the new output).
     #[arg(long, requires = "overwrite")]
     pub keep_other_files: bool,
-    /// Cleaning and feature options, e.g. mode=chars,n=3 (listed below; unset keys keep their
-    /// defaults). The same string works in SQL: simhash(text, 'mode=chars,n=3').
-    #[arg(long, value_name = "KEY=VALUE,...", default_value = "", hide_default_value = true,
-          value_parser = Cut(parse_features))]
-    pub features: FeaturesArg,
-    /// Fingerprint width: 64 (UInt64, four 16-bit buckets) or 128 (FixedSizeBinary(16),
-    /// bucket1..bucket8, k up to 16), for finer distinctions between long texts. The same as
-    /// --features bits=N.
-    #[arg(long, value_parser = ["64", "128"], value_name = "64|128")]
-    pub bits: Option<String>,
-    /// Write the deduplicated corpus in one folder per value of these columns (Hive style,
-    /// e.g. dedup/dt=2026-11-28/...); input columns or partition folders of the input.
-    #[arg(long, value_name = "COLUMN", value_delimiter = ',')]
-    pub partition_by: Vec<String>,
-    #[command(flatten)]
-    pub index: IndexArgs,
-    #[command(flatten)]
-    pub console: ConsoleArgs,
 }
 
 /// A persisted signature index: earlier batches, matched against without signing them again.
@@ -438,8 +386,8 @@ pub struct IndexArgs {
 }
 
 impl IndexArgs {
-    fn options(&self) -> Option<job::IndexOptions> {
-        self.index.as_ref().map(|dir| job::IndexOptions {
+    fn options(&self) -> Option<IndexOptions> {
+        self.index.as_ref().map(|dir| IndexOptions {
             dir: dir.clone(),
             update: self.update_index,
         })
@@ -482,115 +430,98 @@ pub struct ConsoleArgs {
 }
 
 impl ConsoleArgs {
-    fn console(&self) -> job::Console {
+    fn console(&self) -> Console {
         let wait = self.executor_timeout.map_or(
-            distributed::DEFAULT_EXECUTOR_WAIT,
+            ballista::DEFAULT_EXECUTOR_WAIT,
             std::time::Duration::from_secs,
         );
-        job::Console {
+        Console {
             threads: self.threads.map(usize::from),
             quiet: self.quiet,
             memory_limit: self.memory_limit,
             cluster: self.cluster.clone().map(|c| c.with_executor_wait(wait)),
         }
     }
+}
 
-    /// `--clustering` as given, or the default for where the job runs.
-    fn clustering(&self, asked: Option<Clustering>) -> Clustering {
-        asked.unwrap_or(match self.cluster {
-            Some(_) => Clustering::Sql,
-            None => Clustering::UnionFind,
+impl RunArgs {
+    /// What `neardup run` asks of the job (`JobRequest::resolve` checks it).
+    pub fn request(self) -> JobRequest {
+        let source = Source::Texts {
+            text_column: self.text_column,
+            features: self.features.options,
+            partition_by: self.partition_by,
+        };
+        let bits = self.bits.as_deref().map(|b| match b {
+            "128" => Width::Bits128,
+            _ => Width::Bits64,
+        });
+        self.job.request(Parts {
+            inputs: self.input,
+            source,
+            output: self.output,
+            id_column: self.id_column,
+            k: self.k,
+            bits,
+            features_bits: self.features.bits,
+            index: self.index.options(),
+            console: self.console.console(),
         })
     }
 }
 
-/// A size in bytes, with an optional K, M or G (powers of 1024).
-fn parse_size(text: &str) -> std::result::Result<usize, String> {
-    let text = text.trim();
-    let (digits, unit) = match text.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
-        Some((i, _)) => text.split_at(i),
-        None => (text, ""),
-    };
-    let multiplier: usize = match unit.trim().to_ascii_uppercase().trim_end_matches('B') {
-        "" => 1,
-        "K" => 1 << 10,
-        "M" => 1 << 20,
-        "G" => 1 << 30,
-        _ => return Err(not_a_size(text)),
-    };
-    digits
-        .parse::<usize>()
-        .ok()
-        .and_then(|n| n.checked_mul(multiplier))
-        .filter(|&n| n > 0)
-        .ok_or_else(|| not_a_size(text))
-}
-
-fn not_a_size(text: &str) -> String {
-    format!(
-        "'{}' is not a size such as 512M or 4G",
-        crate::error::echo(text)
-    )
-}
-
-/// The smallest `--memory-limit`: the shipped sample's run needs 4M on two partitions (at 2M a
-/// sort cannot reserve its merge buffer). More partitions need more; DataFusion's "Resources
-/// exhausted" then says to raise the limit or lower --threads (`crate::error::resource_hint`).
-pub const MIN_MEMORY_LIMIT: usize = 4 << 20;
-
-/// `--memory-limit`: a size (`parse_size`) of at least `MIN_MEMORY_LIMIT`.
-fn parse_memory_limit(text: &str) -> std::result::Result<usize, String> {
-    let bytes = parse_size(text)?;
-    if bytes < MIN_MEMORY_LIMIT {
-        return Err(format!(
-            "too small to run in: DataFusion's sorts, aggregates and Parquet writers each \
-             reserve buffers of their own, so neardup needs at least {}M (more with many \
-             --threads), e.g. 512M or 4G",
-            MIN_MEMORY_LIMIT >> 20
-        ));
+impl MatchArgs {
+    /// What `neardup match` asks of the job.
+    pub fn request(self) -> JobRequest {
+        let source = Source::Fingerprints {
+            simhash_column: self.simhash_column,
+        };
+        self.job.request(Parts {
+            inputs: self.signatures,
+            source,
+            output: self.output,
+            id_column: self.id_column,
+            k: self.k,
+            bits: None,
+            features_bits: None,
+            index: self.index.options(),
+            console: self.console.console(),
+        })
     }
-    Ok(bytes)
 }
 
-/// `--features` as given: the options, and the width if the string names one (`bits=`), so
-/// that `--bits` can be checked against it (`FeatureOptions` alone cannot tell `bits=64` from
-/// the default).
-#[derive(Debug, Clone)]
-pub struct FeaturesArg {
-    pub options: FeatureOptions,
-    pub bits: Option<u32>,
+/// The parts of a request that `run` and `match` give differently.
+struct Parts {
+    inputs: Vec<String>,
+    source: Source,
+    output: PathBuf,
+    id_column: String,
+    k: u32,
+    bits: Option<Width>,
+    features_bits: Option<Width>,
+    index: Option<IndexOptions>,
+    console: Console,
 }
 
-/// `--bits` sets the features' width; it may not contradict a `bits=` in `--features`.
-fn with_bits(features: FeaturesArg, bits: Option<&str>) -> Result<FeatureOptions> {
-    let FeaturesArg {
-        mut options,
-        bits: given,
-    } = features;
-    let Some(bits) = bits else {
-        return Ok(options);
-    };
-    let bits: u32 = if bits == "128" { 128 } else { 64 };
-    if let Some(given) = given.filter(|&given| given != bits) {
-        return Err(crate::error::Error::Usage(format!(
-            "--bits {bits} contradicts bits={given} in --features; give the fingerprint width \
-             once (--bits {bits}, or bits={bits} in --features)"
-        )));
+impl JobArgs {
+    fn request(self, parts: Parts) -> JobRequest {
+        JobRequest {
+            inputs: parts.inputs,
+            source: parts.source,
+            output: parts.output,
+            id_column: parts.id_column,
+            k: parts.k,
+            bits: parts.bits,
+            features_bits: parts.features_bits,
+            matching: self.matching,
+            plan: self.plan,
+            pairs: self.pairs,
+            clustering: self.clustering,
+            overwrite: Overwrite::from_flags(self.overwrite, self.keep_other_files),
+            index: parts.index,
+            console: parts.console,
+        }
     }
-    options.bits = bits;
-    Ok(options)
-}
-
-fn parse_features(text: &str) -> std::result::Result<FeaturesArg, String> {
-    let options = FeatureOptions::parse(text).map_err(|e| e.to_string())?;
-    // The last `bits=` counts, as in `FeatureOptions::parse`, which has checked the value.
-    let bits = text
-        .split(',')
-        .filter_map(|item| item.split_once('='))
-        .filter(|(key, _)| key.trim() == "bits")
-        .filter_map(|(_, value)| value.trim().parse::<u32>().ok())
-        .next_back();
-    Ok(FeaturesArg { options, bits })
 }
 
 #[derive(Debug, Args)]
@@ -611,30 +542,8 @@ pub struct MatchArgs {
     /// found, whatever the plan.
     #[arg(long, default_value_t = 3, value_parser = Cut(parse_k))]
     pub k: u32,
-    /// How candidate pairs are found; both give the same pairs (docs/BENCHMARKS.md).
-    #[arg(long, value_enum, default_value_t = Matching::Scan)]
-    pub matching: Matching,
-    #[arg(long, default_value = "auto", value_name = "PLAN", help = PLAN_HELP)]
-    pub plan: String,
-    /// Which document pairs the pairs table lists: all (every pair within k; a page copied m
-    /// times gives m(m-1)/2 rows), or star (each document with the first of its fingerprint,
-    /// fingerprint pairs by their first documents; the same groups, rows linear in documents).
-    #[arg(long, value_enum, default_value_t = PairsListed::All)]
-    pub pairs: PairsListed,
-    /// How pairs become groups: union-find in this process, or SQL rounds (large-star /
-    /// small-star) that never collect the pairs, as on a cluster; the same groups
-    /// [default: union-find; sql with --cluster].
-    #[arg(long, value_enum)]
-    pub clustering: Option<Clustering>,
-    /// Replace --output if it already holds a neardup output. Only neardup's own entries
-    /// (its tables, summary.json, _SUCCESS) are ever replaced; a folder that holds other files
-    /// too is refused unless --keep-other-files is given.
-    #[arg(long)]
-    pub overwrite: bool,
-    /// With --overwrite: replace neardup's tables in an output folder that also holds other
-    /// files, and keep those files (they move into the new output).
-    #[arg(long, requires = "overwrite")]
-    pub keep_other_files: bool,
+    #[command(flatten)]
+    pub job: JobArgs,
     #[command(flatten)]
     pub index: IndexArgs,
     #[command(flatten)]
@@ -680,278 +589,116 @@ pub struct QueryArgs {
     pub sql: Option<String>,
 }
 
-/// `--maxrows`: a count, or `inf` for every row.
-fn parse_max_rows(text: &str) -> std::result::Result<usize, String> {
-    if text == "inf" {
-        return Ok(usize::MAX);
+impl EvalArgs {
+    pub fn options(self) -> EvalOptions {
+        EvalOptions {
+            output: self.output,
+            truth: self.truth,
+            truth_id_column: self.truth_id_column,
+            truth_cluster_column: self.truth_cluster_column,
+            labels: self.labels,
+            unlisted: self.unlisted,
+            sweep: self.sweep,
+            json: self.format == "json",
+        }
     }
-    text.parse()
-        .map_err(|_| "a whole number of rows, or inf for all of them".to_string())
 }
 
-/// The statements `query` runs, in order: the SQL argument, each -c, each -f file, or standard
-/// input when none is given.
-fn query_sql(args: &QueryArgs) -> Result<String> {
-    use std::io::{IsTerminal, Read};
-    let mut parts: Vec<String> = args.sql.iter().chain(&args.command).cloned().collect();
-    for file in &args.file {
-        parts.push(std::fs::read_to_string(file).map_err(|e| crate::Error::io(file, e))?);
+impl GenerateArgs {
+    pub fn options(self) -> GenerateOptions {
+        GenerateOptions {
+            input: self.input,
+            output: self.output,
+            truth: self.truth,
+            id_column: self.id_column,
+            text_column: self.text_column,
+            sources: self.sources,
+            collage_sources: self.collage_sources,
+            max_copies: self.max_copies,
+            seed: self.seed,
+            overwrite: self.overwrite,
+            edits: self.edits,
+        }
     }
-    if parts.is_empty() {
-        let mut stdin = std::io::stdin();
-        if stdin.is_terminal() {
-            return Err(crate::Error::Usage(
-                "no SQL given: pass it as an argument, with -c SQL or -f FILE, or on standard \
+}
+
+impl FingerprintArgs {
+    pub fn options(self) -> FingerprintOptions {
+        FingerprintOptions {
+            output: self.output,
+            count: self.count,
+            neighbours: self.neighbours,
+            max_distance: self.max_distance,
+            seed: self.seed,
+            overwrite: self.overwrite,
+        }
+    }
+}
+
+impl PlanArgs {
+    pub fn options(self) -> PlanOptions {
+        PlanOptions {
+            docs: self.docs,
+            k: self.k,
+            bits: self.bits,
+            signatures: self.signatures,
+            simhash_column: self.simhash_column,
+        }
+    }
+}
+
+impl ExecutorArgs {
+    pub fn options(self) -> ExecutorOptions {
+        ExecutorOptions {
+            scheduler: self.scheduler,
+            bind: self.bind,
+            external_host: self.external_host,
+            concurrent_tasks: self.concurrent_tasks.map(usize::from),
+            work_dir: self.work_dir,
+            memory_limit: self.memory_limit,
+            scheduler_wait: std::time::Duration::from_secs(self.scheduler_timeout),
+        }
+    }
+}
+
+impl QueryArgs {
+    /// The options, with the SQL read from the argument, -c, -f files or standard input.
+    pub fn options(self) -> Result<QueryOptions> {
+        Ok(QueryOptions {
+            sql: self.sql_text()?,
+            data: self.data,
+            index: self.index,
+            max_rows: self.maxrows,
+            format: self.format,
+            out: self.out,
+            overwrite: self.overwrite,
+        })
+    }
+
+    /// The statements `query` runs, in order: the SQL argument, each -c, each -f file, or standard
+    /// input when none is given.
+    fn sql_text(&self) -> Result<String> {
+        use std::io::{IsTerminal, Read};
+        let mut parts: Vec<String> = self.sql.iter().chain(&self.command).cloned().collect();
+        for file in &self.file {
+            parts.push(std::fs::read_to_string(file).map_err(|e| crate::Error::io(file, e))?);
+        }
+        if parts.is_empty() {
+            let mut stdin = std::io::stdin();
+            if stdin.is_terminal() {
+                return Err(crate::Error::Usage(
+                    "no SQL given: pass it as an argument, with -c SQL or -f FILE, or on standard \
                  input (neardup query < statements.sql)"
-                    .into(),
-            ));
-        }
-        let mut text = String::new();
-        stdin
-            .read_to_string(&mut text)
-            .map_err(|e| crate::Error::io("<standard input>", e))?;
-        parts.push(text);
-    }
-    // A part without its closing ';' still ends its last statement.
-    Ok(parts.join("\n;\n"))
-}
-
-/// Runs one command; the caller turns an error into a message and an exit code.
-pub async fn execute(cli: Cli) -> Result<()> {
-    let logged = match &cli.command {
-        Command::Run(args) => crate::logging::job_default(args.console.verbose),
-        Command::Match(args) => crate::logging::job_default(args.console.verbose),
-        Command::Scheduler(_) | Command::Executor(_) => crate::logging::SERVER_DEFAULT,
-        _ => crate::logging::job_default(false),
-    };
-    crate::logging::init(logged);
-    match cli.command {
-        Command::Run(args) => {
-            let options = RunOptions {
-                inputs: args.input,
-                output: args.output.clone(),
-                id_column: args.id_column,
-                text_column: args.text_column,
-                k: args.k,
-                matching: args.matching,
-                plan: args.plan,
-                pairs: args.pairs,
-                clustering: args.console.clustering(args.clustering),
-                overwrite: Overwrite::from_flags(args.overwrite, args.keep_other_files),
-                features: with_bits(args.features, args.bits.as_deref())?,
-                index: args.index.options(),
-                partition_by: args.partition_by,
-                console: args.console.console(),
-            };
-            let summary = job::run(&options).await?;
-            if !args.console.quiet {
-                report(&summary, &args.output);
+                        .into(),
+                ));
             }
+            let mut text = String::new();
+            stdin
+                .read_to_string(&mut text)
+                .map_err(|e| crate::Error::io("<standard input>", e))?;
+            parts.push(text);
         }
-        Command::Match(args) => {
-            let options = MatchOptions {
-                signatures: args.signatures,
-                output: args.output.clone(),
-                id_column: args.id_column,
-                simhash_column: args.simhash_column,
-                k: args.k,
-                matching: args.matching,
-                plan: args.plan,
-                pairs: args.pairs,
-                clustering: args.console.clustering(args.clustering),
-                overwrite: Overwrite::from_flags(args.overwrite, args.keep_other_files),
-                index: args.index.options(),
-                console: args.console.console(),
-            };
-            let summary = job::match_fingerprints(&options).await?;
-            if !args.console.quiet {
-                report(&summary, &args.output);
-            }
-        }
-        Command::Eval(args) => {
-            let options = crate::eval::EvalOptions {
-                output: args.output,
-                truth: args.truth,
-                truth_id_column: args.truth_id_column,
-                truth_cluster_column: args.truth_cluster_column,
-                labels: args.labels,
-                unlisted: args.unlisted,
-                sweep: args.sweep,
-                json: args.format == "json",
-            };
-            print!("{}", crate::eval::eval(&options).await?);
-        }
-        Command::Generate(args) => {
-            let options = crate::generate::GenerateOptions {
-                input: args.input,
-                output: args.output.clone(),
-                truth: args.truth.clone(),
-                id_column: args.id_column,
-                text_column: args.text_column,
-                sources: args.sources,
-                collage_sources: args.collage_sources,
-                max_copies: args.max_copies,
-                seed: args.seed,
-                overwrite: args.overwrite,
-                edits: args.edits,
-            };
-            let (sources, documents) = crate::generate::generate(&options).await?;
-            println!(
-                "{documents} documents from {sources} sources in {}; truth in {}",
-                args.output.display(),
-                args.truth.display()
-            );
-        }
-        Command::GenerateFingerprints(args) => {
-            let options = crate::synthetic::FingerprintOptions {
-                output: args.output.clone(),
-                count: args.count,
-                neighbours: args.neighbours,
-                max_distance: args.max_distance,
-                seed: args.seed,
-                overwrite: args.overwrite,
-            };
-            let planted = crate::synthetic::generate(&options)?;
-            println!(
-                "{} fingerprints ({planted} planted neighbours) in {}",
-                args.count,
-                args.output.display()
-            );
-        }
-        Command::Plan(args) => {
-            let options = job::PlanOptions {
-                docs: args.docs,
-                k: args.k,
-                bits: args.bits,
-                signatures: args.signatures,
-                simhash_column: args.simhash_column,
-            };
-            print!("{}", job::compare_plans(&options).await?);
-        }
-        Command::Scheduler(args) => {
-            distributed::run_scheduler(&args.bind, args.executor_timeout).await?
-        }
-        Command::Executor(args) => {
-            let options = ExecutorOptions {
-                scheduler: args.scheduler,
-                bind: args.bind,
-                external_host: args.external_host,
-                concurrent_tasks: args.concurrent_tasks.map(usize::from),
-                work_dir: args.work_dir,
-                memory_limit: args.memory_limit,
-                scheduler_wait: std::time::Duration::from_secs(args.scheduler_timeout),
-            };
-            distributed::run_executor(&options).await?
-        }
-        Command::Query(args) => {
-            let options = QueryOptions {
-                sql: query_sql(&args)?,
-                data: args.data,
-                index: args.index,
-                max_rows: args.maxrows,
-                format: args.format,
-                out: args.out,
-                overwrite: args.overwrite,
-            };
-            query::query(&options).await?;
-        }
-    }
-    Ok(())
-}
-
-fn report(summary: &Summary, output: &std::path::Path) {
-    let c = &summary.counts;
-    println!(
-        "{} documents ({} with NULL text, {} with nothing to fingerprint): {} pairs within k = {}, \
-         {} groups holding {} documents, {} removed.",
-        c.documents,
-        c.null_texts,
-        c.empty_texts,
-        c.pairs,
-        summary.parameters.k,
-        c.groups,
-        c.grouped_documents,
-        c.documents_removed
-    );
-    if summary.parameters.pairs == PairsListed::All && c.pairs > 10 * c.documents.max(1) {
-        println!(
-            "Note: {} pairs for {} documents: many copies of the same pages. --pairs star lists \
-             at most one pair per document (plus one per fingerprint pair) with the same groups.",
-            c.pairs, c.documents
-        );
-    }
-    println!(
-        "Outputs in {} ({:.2} s):",
-        output.display(),
-        summary.total_seconds
-    );
-    for table in query::OUTPUT_TABLES {
-        if output.join(table).is_dir() {
-            println!("  {}/", output.join(table).display());
-        }
-    }
-    println!("  {}", output.join(crate::output::SUMMARY_FILE).display());
-    println!(
-        "Ask: neardup query --data {} \"SELECT group_id, count(*) AS docs FROM groups GROUP BY 1 ORDER BY 2 DESC LIMIT 10\"",
-        output.display()
-    );
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn sizes_take_units() {
-        assert_eq!(super::parse_size("512M"), Ok(512 << 20));
-        assert_eq!(super::parse_size("4g"), Ok(4 << 30));
-        assert_eq!(super::parse_size("2GB"), Ok(2 << 30));
-        assert_eq!(super::parse_size("1000"), Ok(1000));
-        for bad in ["", "0", "M", "12X", "-5M", "99999999999999999999G"] {
-            assert!(super::parse_size(bad).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn memory_limits_below_the_floor_are_refused() {
-        assert_eq!(super::parse_memory_limit("4M"), Ok(4 << 20));
-        assert_eq!(super::parse_memory_limit("1G"), Ok(1 << 30));
-        for small in ["1", "1K", "3M", "4194303"] {
-            let err = super::parse_memory_limit(small).unwrap_err();
-            assert!(err.contains("at least 4M"), "{small}: {err}");
-        }
-        assert!(
-            super::parse_memory_limit("lots")
-                .unwrap_err()
-                .contains("512M")
-        );
-    }
-
-    #[test]
-    fn k_is_parsed_up_to_the_widest_fingerprints() {
-        assert_eq!(super::parse_k("0"), Ok(0));
-        assert_eq!(super::parse_k("16"), Ok(16));
-        for bad in ["-1", "17", "99999999999", "many"] {
-            let err = super::parse_k(bad).unwrap_err();
-            assert!(
-                err.contains("0..=8 for 64-bit") && err.contains("0..=16 with --bits 128"),
-                "{bad}: {err}"
-            );
-        }
-    }
-
-    #[test]
-    fn bits_given_twice_must_agree() {
-        let given = |text: &str| super::parse_features(text).unwrap();
-        assert_eq!(given("mode=chars").bits, None);
-        assert_eq!(given("bits=128, bits = 64").bits, Some(64));
-        let err = super::with_bits(given("bits=64"), Some("128"))
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.contains("--bits 128 contradicts bits=64 in --features"),
-            "{err}"
-        );
-        assert!(super::with_bits(given("bits=64"), Some("64")).is_ok());
-        assert_eq!(super::with_bits(given(""), Some("128")).unwrap().bits, 128);
-        assert_eq!(super::with_bits(given("bits=128"), None).unwrap().bits, 128);
+        // A part without its closing ';' still ends its last statement.
+        Ok(parts.join("\n;\n"))
     }
 }

@@ -5,7 +5,8 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::pipeline::{Clustering, Matching, PairsListed};
+use crate::job::choices::Clustering;
+use crate::job::choices::{Matching, PairsListed};
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Summary {
@@ -126,10 +127,11 @@ pub struct StageTime {
 }
 
 impl Summary {
+    /// Writes summary.json whole or not at all (it is rewritten inside a committed output when
+    /// adding the batch to an index fails).
     pub fn write(&self, path: &Path) -> Result<()> {
-        let json = serde_json::to_string_pretty(self)
-            .map_err(|e| Error::Internal(format!("summary does not serialise: {e}")))?;
-        std::fs::write(path, json + "\n").map_err(|e| Error::io(path, e))
+        let json = serde_json::to_string_pretty(self).map_err(|e| Error::json(path, e))?;
+        crate::engine::partial_file::write_atomically(path, (json + "\n").as_bytes())
     }
 
     pub fn read(path: &Path) -> Result<Self> {

@@ -18,13 +18,13 @@ use datafusion::arrow::datatypes::{DataType, Int64Type, UInt8Type, UInt64Type};
 use datafusion::prelude::{CsvReadOptions, ParquetReadOptions, SessionContext};
 use serde::Serialize;
 
-use crate::cluster;
+use crate::commands::query;
+use crate::engine::sql::query_batches;
+use crate::engine::sql::quote_ident;
+use crate::engine::staging::SUMMARY_FILE;
 use crate::error::{Error, QueryContext, Result};
-use crate::input::quote_ident;
-use crate::job::query_batches;
-use crate::output::SUMMARY_FILE;
-use crate::query;
-use crate::summary::Summary;
+use crate::job::clustering::union_find;
+use crate::job::summary::Summary;
 
 #[derive(Debug, Clone)]
 pub struct EvalOptions {
@@ -172,7 +172,7 @@ pub fn clusters_at(documents: usize, pairs: &[(usize, usize, u8)], k: u32) -> Ve
         .filter(|p| u32::from(p.2) <= k)
         .map(|&(a, b, _)| (a as u64, b as u64));
     let mut labels: Vec<u64> = (0..documents as u64).collect();
-    for (node, component) in cluster::connected_components(edges) {
+    for (node, component) in union_find::connected_components(edges) {
         labels[node as usize] = component;
     }
     labels
@@ -703,7 +703,7 @@ pub async fn eval(options: &EvalOptions) -> Result<String> {
         .map(|(k, _)| k);
     if options.json {
         return serde_json::to_string_pretty(&report)
-            .map_err(|e| Error::Internal(format!("eval report does not serialise: {e}")));
+            .map_err(|e| Error::json(Path::new("<standard output>"), e));
     }
     Ok(render_table(&report))
 }
@@ -797,6 +797,33 @@ async fn score_labels(
     ks: &[u32],
     report: &mut Report,
 ) -> Result<UnknownIds> {
+    let labelled = read_labels(ctx, run, labels).await?;
+    for warning in labelled.warnings(labels) {
+        eprintln!("neardup: warning: {warning}");
+    }
+    fill_label_counts(report, run, &labelled, options.unlisted);
+    for &k in ks {
+        let clusters = clusters_at(run.fingerprints.len(), &run.pairs, k);
+        let (scores, predicted_ignored) =
+            score_labelled(&clusters, &labelled.pairs, options.unlisted);
+        report.rows.push(Row {
+            k,
+            scores,
+            adjusted_rand_index: None,
+            predicted_ignored: Some(predicted_ignored),
+        });
+    }
+    report.distance_histogram = Some(distance_histogram(run, &labelled.pairs));
+    Ok(labelled.unknown)
+}
+
+/// Reads the labels file as `labels` and checks its pairs (without a `label` column every
+/// listed pair is a positive).
+async fn read_labels(
+    ctx: &SessionContext,
+    run: &RunTables,
+    labels: &Path,
+) -> Result<LabelledPairs> {
     register_file(ctx, "labels", labels).await?;
     // Without a `label` column every listed pair is a positive (silver pairs, say).
     let has_label = ctx
@@ -824,21 +851,27 @@ async fn score_labels(
             book.add(a.value(i), b.value(i), value, &run.index);
         }
     }
-    let labelled = book.finish(labels)?;
-    for warning in labelled.warnings(labels) {
-        eprintln!("neardup: warning: {warning}");
-    }
-    let pairs = labelled.pairs;
+    book.finish(labels)
+}
+
+/// The report's counts of the labelled pairs and of the documents they score.
+fn fill_label_counts(
+    report: &mut Report,
+    run: &RunTables,
+    labelled: &LabelledPairs,
+    unlisted: Unlisted,
+) {
+    let pairs = &labelled.pairs;
     // Ignored: labelled -1, or listed with contradicting labels (counted apart).
     let ignored = pairs.iter().filter(|p| p.2 == Label::Ignored).count() as u64;
-    report.unlisted = Some(options.unlisted);
+    report.unlisted = Some(unlisted);
     report.scored_pairs = Some(pairs.len() as u64 - ignored);
     report.ignored_pairs = Some(ignored - labelled.contradicting_in_run);
     report.repeated_pairs_dropped = Some(labelled.dropped_rows);
     report.self_pairs_dropped = Some(labelled.self_pair_rows);
     report.contradicting_pairs_ignored = Some(labelled.contradicting_pairs);
     report.contradicting_in_run = labelled.contradicting_in_run;
-    report.scored_documents = match options.unlisted {
+    report.scored_documents = match unlisted {
         Unlisted::Negative => run.fingerprints.len(),
         Unlisted::Ignore => pairs
             .iter()
@@ -847,19 +880,14 @@ async fn score_labels(
             .collect::<HashSet<usize>>()
             .len(),
     };
-    for &k in ks {
-        let clusters = clusters_at(run.fingerprints.len(), &run.pairs, k);
-        let (scores, predicted_ignored) = score_labelled(&clusters, &pairs, options.unlisted);
-        report.rows.push(Row {
-            k,
-            scores,
-            adjusted_rand_index: None,
-            predicted_ignored: Some(predicted_ignored),
-        });
-    }
+}
+
+/// Hamming distance ("none" when a document has no fingerprint) -> (labelled positive,
+/// labelled negative) of the scored pairs, by distance.
+fn distance_histogram(run: &RunTables, pairs: &[(usize, usize, Label)]) -> Vec<(String, u64, u64)> {
     // Ignored pairs (-1, or two labels) are left out: it is of positives against negatives.
     let mut histogram: std::collections::BTreeMap<Option<u32>, (u64, u64)> = Default::default();
-    for &(x, y, label) in &pairs {
+    for &(x, y, label) in pairs {
         if label == Label::Ignored {
             continue;
         }
@@ -873,17 +901,23 @@ async fn score_labels(
             cell.1 += 1
         }
     }
-    report.distance_histogram = Some(
-        histogram
-            .into_iter()
-            .map(|(d, (p, n))| (d.map_or("none".to_string(), |d| d.to_string()), p, n))
-            .collect(),
-    );
-    Ok(labelled.unknown)
+    histogram
+        .into_iter()
+        .map(|(d, (p, n))| (d.map_or("none".to_string(), |d| d.to_string()), p, n))
+        .collect()
 }
 
+/// The report as text: a heading line, the scores by k, the histogram and the notes.
 fn render_table(report: &Report) -> String {
-    let show = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.4}"));
+    let mut out = render_heading(report);
+    out += &render_scores(report);
+    out += &render_histogram(report);
+    out += &render_notes(report);
+    out
+}
+
+/// The first line: the run's k and documents, and what was scored.
+fn render_heading(report: &Report) -> String {
     let mut out = format!(
         "run k = {}; {} documents in the run; ",
         report.run_k, report.documents
@@ -910,10 +944,17 @@ fn render_table(report: &Report) -> String {
         }
         _ => out += &format!("{} scored\n", report.scored_documents),
     }
+    out
+}
+
+/// The table of scores by k (with the ignored column when there are ignored pairs), and the
+/// best k by F1.
+fn render_scores(report: &Report) -> String {
+    let show = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.4}"));
     // The ignored column only when the labels have -1 or contradicting pairs.
     let with_ignored =
         report.ignored_pairs.is_some_and(|n| n > 0) || report.contradicting_in_run > 0;
-    out += "\n| k | TP | FP | FN | TN | precision | recall | F1 | ARI |";
+    let mut out = String::from("\n| k | TP | FP | FN | TN | precision | recall | F1 | ARI |");
     out += if with_ignored {
         " ignored |\n|---|---|---|---|---|---|---|---|---|---|\n"
     } else {
@@ -949,12 +990,24 @@ fn render_table(report: &Report) -> String {
     if let Some(k) = report.best_k_by_f1 {
         out += &format!("\nbest k by F1: {k}\n");
     }
+    out
+}
+
+/// The labelled pairs by Hamming distance (labelled pairs only; empty otherwise).
+fn render_histogram(report: &Report) -> String {
+    let mut out = String::new();
     if let Some(histogram) = &report.distance_histogram {
         out += "\n| Hamming distance | labelled positive | labelled negative |\n|---|---|---|\n";
         for (d, p, n) in histogram {
             out += &format!("| {d} | {p} | {n} |\n");
         }
     }
+    out
+}
+
+/// The ids not in the run, and the note about a sweep beyond the run's k (each if any).
+fn render_notes(report: &Report) -> String {
+    let mut out = String::new();
     if report.unknown_id_count > 0 {
         out += &format!(
             "\n{} ids in the truth or labels are not in the run (not scored), e.g. {}\n",
@@ -1058,7 +1111,7 @@ mod tests {
 
     #[test]
     fn labelled_pairs_agree_with_counting_every_pair() {
-        let mut random = crate::generate::SplitMix64(11);
+        let mut random = crate::rng::SplitMix64(11);
         for round in 0..200 {
             let n = 2 + random.below(12);
             let clusters: Vec<u64> = (0..n).map(|_| random.below(n / 2 + 1) as u64).collect();

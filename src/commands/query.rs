@@ -1,27 +1,25 @@
 //! `neardup query`: SQL over a run's outputs, with the run's input as `corpus` and the
 //! project's functions registered; results as a table, CSV, TSV, JSON lines or Parquet.
 
-use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use datafusion::arrow::csv;
 use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::error::ArrowError;
 use datafusion::arrow::json::LineDelimitedWriter;
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion::parquet::arrow::ArrowWriter;
 use datafusion::parquet::basic::{Compression, ZstdLevel};
 use datafusion::parquet::file::properties::WriterProperties;
 use datafusion::prelude::{ParquetReadOptions, SessionContext};
-use datafusion::sql::parser::DFParser;
-use datafusion::sql::sqlparser::dialect::GenericDialect;
 use futures::StreamExt;
 use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 
+use crate::engine::partial_file::{Existing, PartialFile, check_target};
+use crate::engine::staging::{SUMMARY_FILE, is_output_dir};
 use crate::error::{Error, QueryContext, Result};
-use crate::job;
-use crate::output::{SUMMARY_FILE, is_output_dir};
-use crate::summary::Summary;
+use crate::job::summary::Summary;
 
 /// How `query` writes its result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -61,22 +59,13 @@ pub async fn query(options: &QueryOptions) -> Result<()> {
     if options.format == Format::Parquet && options.out.is_none() {
         return Err(Error::Usage("--format parquet needs --out FILE".into()));
     }
+    let existing = Existing::from_overwrite(options.overwrite);
+    // Checked before any work; checked again when the file is created.
     if let Some(out) = &options.out {
-        if out.is_dir() {
-            return Err(Error::Usage(format!(
-                "--out {} is a folder; name a file",
-                out.display()
-            )));
-        }
-        if out.exists() && !options.overwrite {
-            return Err(Error::Usage(format!(
-                "--out {} already exists; pass --overwrite to replace it",
-                out.display()
-            )));
-        }
+        check_target(out, OUT_ROLE, existing)?;
     }
     // Files can be queried by path too: SELECT * FROM 'data/part-0.parquet'.
-    let ctx = job::session_context()?.enable_url_table();
+    let ctx = crate::engine::session::session_context()?.enable_url_table();
     if let Some(data) = &options.data {
         register_outputs(&ctx, data).await?;
     }
@@ -85,70 +74,42 @@ pub async fn query(options: &QueryOptions) -> Result<()> {
             .register_for_query(&ctx)
             .await?;
     }
-    let mut statements = DFParser::parse_sql_with_dialect(&options.sql, &GenericDialect {})
-        .context(|| "the SQL does not parse".into())?;
-    let last = statements
-        .pop_back()
-        .ok_or_else(|| Error::Usage("no SQL statement given".into()))?;
-    let state = ctx.state();
-    // Earlier statements (CREATE VIEW, SET, COPY ...) run for their effect; the last one's
-    // result is written.
-    for statement in statements {
-        let plan = state
-            .statement_to_plan(statement)
-            .await
-            .context(|| "planning".into())?;
-        ctx.execute_logical_plan(plan)
-            .await
-            .context(|| "running".into())?
-            .collect()
-            .await
-            .context(|| "running".into())?;
-    }
-    let plan = state
-        .statement_to_plan(last)
-        .await
-        .context(|| "planning".into())?;
-    let frame = ctx
-        .execute_logical_plan(plan)
-        .await
-        .context(|| "running".into())?;
+    let frame = crate::engine::sql::run_all_but_last(&ctx, &options.sql).await?;
     match &options.out {
-        None => write_result(frame, options, BufWriter::new(std::io::stdout())).await,
+        None => {
+            let sink = BufWriter::new(std::io::stdout());
+            write_result(frame, options, sink, Path::new(STANDARD_OUTPUT)).await
+        }
         Some(path) => {
-            // Write beside the target and rename: the file appears whole or not at all.
-            let partial = partial_path(path);
-            let file = File::create(&partial).map_err(|e| Error::io(&partial, e))?;
-            let written = write_result(frame, options, BufWriter::new(file)).await;
-            if let Err(e) = written {
-                let _ = std::fs::remove_file(&partial);
-                return Err(e);
-            }
-            std::fs::rename(&partial, path).map_err(|e| Error::io(path, e))
+            // Written under a partial name and renamed: the file appears whole or not at all
+            // (a failed or interrupted query removes the partial file).
+            let (partial, file) = PartialFile::create(path, OUT_ROLE, existing)?;
+            write_result(frame, options, BufWriter::new(file), path).await?;
+            partial.commit()
         }
     }
 }
 
-fn partial_path(path: &Path) -> PathBuf {
-    let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(".partial");
-    path.with_file_name(name)
-}
+/// How messages name the `--out` file.
+const OUT_ROLE: &str = "--out";
+/// How messages name standard output, where the result goes without `--out`.
+const STANDARD_OUTPUT: &str = "<standard output>";
 
+/// Writes the query's result to `sink` in the chosen format; `target` names `sink` in errors.
 async fn write_result<W: Write + Send>(
     frame: datafusion::dataframe::DataFrame,
     options: &QueryOptions,
     sink: W,
+    target: &Path,
 ) -> Result<()> {
     let format = options.format;
     let what = || "running the query".to_string();
-    let write_err = write_error;
-    let arrow_err = |e: datafusion::arrow::error::ArrowError| Error::Internal(e.to_string());
+    let writing = || format!("writing the result to {}", target.display());
     let schema = frame.schema().inner().clone();
     let mut stream = frame.execute_stream().await.context(what)?;
     match format {
         Format::Table => {
-            let mut table = TableWriter::new(&schema, options.max_rows, sink);
+            let mut table = TableWriter::new(&schema, options.max_rows, sink, target);
             while let Some(batch) = stream.next().await {
                 table.write(&batch.context(what)?)?;
             }
@@ -161,32 +122,30 @@ async fn write_result<W: Write + Send>(
                 .with_delimiter(delimiter)
                 .build(sink);
             while let Some(batch) = stream.next().await {
-                writer.write(&batch.context(what)?).map_err(arrow_err)?;
+                writer.write(&batch.context(what)?).context(writing)?;
             }
-            writer.into_inner().flush().map_err(write_err)
+            writer.into_inner().flush().map_err(write_error(target))
         }
         Format::Json | Format::Ndjson => {
             let mut writer = LineDelimitedWriter::new(sink);
             while let Some(batch) = stream.next().await {
-                writer.write(&batch.context(what)?).map_err(arrow_err)?;
+                writer.write(&batch.context(what)?).context(writing)?;
             }
-            writer.finish().map_err(arrow_err)?;
-            writer.into_inner().flush().map_err(write_err)
+            writer.finish().context(writing)?;
+            writer.into_inner().flush().map_err(write_error(target))
         }
         Format::Parquet => {
+            let parquet_error = |e| Error::parquet(target, e);
+            let level = ZstdLevel::try_new(3).map_err(parquet_error)?;
             let properties = WriterProperties::builder()
-                .set_compression(Compression::ZSTD(
-                    ZstdLevel::try_new(3).map_err(|e| Error::Internal(e.to_string()))?,
-                ))
+                .set_compression(Compression::ZSTD(level))
                 .build();
-            let mut writer = ArrowWriter::try_new(sink, schema, Some(properties))
-                .map_err(|e| Error::Internal(e.to_string()))?;
+            let mut writer =
+                ArrowWriter::try_new(sink, schema, Some(properties)).map_err(parquet_error)?;
             while let Some(batch) = stream.next().await {
-                writer
-                    .write(&batch.context(what)?)
-                    .map_err(|e| Error::Internal(e.to_string()))?;
+                writer.write(&batch.context(what)?).map_err(parquet_error)?;
             }
-            writer.close().map_err(|e| Error::Internal(e.to_string()))?;
+            writer.close().map_err(parquet_error)?;
             Ok(())
         }
     }
@@ -201,6 +160,8 @@ const ROWS_FOR_WIDTHS: usize = 1000;
 /// whatever the size of the values (a column of 50 MB texts prints one line per row).
 struct TableWriter<W: Write> {
     sink: W,
+    /// Names `sink` in errors: the `--out` file or standard output.
+    target: PathBuf,
     header: Vec<String>,
     /// Rows held until the widths are known.
     pending: Vec<Vec<String>>,
@@ -211,10 +172,16 @@ struct TableWriter<W: Write> {
 }
 
 impl<W: Write> TableWriter<W> {
-    fn new(schema: &datafusion::arrow::datatypes::Schema, max_rows: usize, sink: W) -> Self {
+    fn new(
+        schema: &datafusion::arrow::datatypes::Schema,
+        max_rows: usize,
+        sink: W,
+        target: &Path,
+    ) -> Self {
         let header = schema.fields().iter().map(|f| cell(f.name())).collect();
         Self {
             sink,
+            target: target.to_path_buf(),
             header,
             pending: Vec::new(),
             widths: None,
@@ -238,8 +205,8 @@ impl<W: Write> TableWriter<W> {
             .columns()
             .iter()
             .map(|column| ArrayFormatter::try_new(column.as_ref(), &options))
-            .collect::<std::result::Result<Vec<_>, _>>()
-            .map_err(|e| Error::Internal(format!("formatting the result: {e}")))?;
+            .collect::<std::result::Result<Vec<_>, ArrowError>>()
+            .context(|| "formatting the result".into())?;
         for row in 0..batch.num_rows() {
             let cells: Vec<String> = formatters
                 .iter()
@@ -288,9 +255,9 @@ impl<W: Write> TableWriter<W> {
                 "{} rows, {} shown (--maxrows N or inf shows more)",
                 self.rows, self.max_rows
             )
-            .map_err(write_error)?;
+            .map_err(write_error(&self.target))?;
         }
-        self.sink.flush().map_err(write_error)
+        self.sink.flush().map_err(write_error(&self.target))
     }
 
     fn write_border(&mut self) -> Result<()> {
@@ -300,7 +267,7 @@ impl<W: Write> TableWriter<W> {
             line.push_str(&"-".repeat(width + 2));
             line.push('+');
         }
-        writeln!(self.sink, "{line}").map_err(write_error)
+        writeln!(self.sink, "{line}").map_err(write_error(&self.target))
     }
 
     fn write_row(&mut self, cells: &[String]) -> Result<()> {
@@ -313,12 +280,13 @@ impl<W: Write> TableWriter<W> {
             line.push_str(&" ".repeat(width.saturating_sub(value.width()) + 1));
             line.push('|');
         }
-        writeln!(self.sink, "{line}").map_err(write_error)
+        writeln!(self.sink, "{line}").map_err(write_error(&self.target))
     }
 }
 
-fn write_error(e: std::io::Error) -> Error {
-    Error::io("<query output>", e)
+/// An IO error writing the result to `target` (the `--out` file or standard output).
+fn write_error(target: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
+    move |e| Error::io(target, e)
 }
 
 /// A value as one table cell: line breaks and tabs shown as `\n`, `\t`, other control

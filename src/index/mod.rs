@@ -16,6 +16,8 @@
 //! its last step, so a failed or interrupted run leaves the index as it was, and two runs that
 //! race for the same batch number cannot both land. Only folders with `_SUCCESS` are read.
 
+pub mod batch;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -26,8 +28,9 @@ use datafusion::catalog::MemTable;
 use datafusion::prelude::{ParquetReadOptions, SessionContext};
 use serde::{Deserialize, Serialize};
 
+use crate::engine::staging::{COMPLETE_MARKER, Overwrite, StagingDir};
 use crate::error::{Error, QueryContext, Result};
-use crate::output::{COMPLETE_MARKER, Overwrite, StagingDir};
+use crate::fingerprint::Width;
 
 pub const FORMAT: &str = "neardup-index";
 pub const VERSION: u32 = 1;
@@ -269,8 +272,7 @@ impl Index {
             )) as ArrayRef,
         ];
         let what = || "listing the index's batches".to_string();
-        let table = RecordBatch::try_new(Arc::clone(&schema), columns)
-            .map_err(|e| Error::Internal(e.to_string()))?;
+        let table = RecordBatch::try_new(Arc::clone(&schema), columns).context(what)?;
         let table = MemTable::try_new(schema, vec![vec![table]]).context(what)?;
         ctx.register_table("index_batches", Arc::new(table))
             .context(what)?;
@@ -379,7 +381,8 @@ impl Index {
         id_type: &DataType,
         bits: u32,
     ) -> Result<()> {
-        let fingerprint = if bits == 128 {
+        let wide = crate::fingerprint::Width::from_bits(bits) == Some(Width::Bits128);
+        let fingerprint = if wide {
             DataType::FixedSizeBinary(16)
         } else {
             DataType::UInt64
@@ -403,17 +406,8 @@ impl Index {
             .await?;
         self.register_table(ctx, "index_group_log", GROUP_LOG_DIR, log_fields)
             .await?;
-        crate::pipeline::run_statements(
-            ctx,
-            // An aggregate, not a window: hashing beats sorting the whole log by id.
-            "CREATE VIEW index_groups AS \
-             SELECT id, \
-                    last_value(group_id ORDER BY assigned_batch) AS group_id, \
-                    last_value(representative_id ORDER BY assigned_batch) AS representative_id \
-             FROM index_group_log GROUP BY id",
-            "the index's current groups",
-        )
-        .await
+        let stage = &crate::engine::stages::INDEX_GROUPS;
+        crate::engine::sql::run_stage(ctx, stage, &Default::default()).await
     }
 
     async fn register_table(
@@ -474,7 +468,7 @@ impl Index {
     }
 
     async fn name_unreadable(&self, ctx: &SessionContext, files: &[PathBuf]) -> Option<Error> {
-        let (file, message) = crate::job::find_unreadable_file(ctx, files).await?;
+        let (file, message) = crate::engine::session::find_unreadable_file(ctx, files).await?;
         let batch = file
             .ancestors()
             .find(|folder| folder.parent() == Some(self.dir.as_path()))
@@ -525,8 +519,7 @@ impl Index {
     /// case its settings must be these (never overwritten: its batches were built with them).
     fn create_settings(&self, meta: &IndexMeta) -> Result<()> {
         let path = self.dir.join(META_FILE);
-        let text = serde_json::to_string_pretty(meta)
-            .map_err(|e| Error::Internal(format!("{}: {e}", path.display())))?;
+        let text = serde_json::to_string_pretty(meta).map_err(|e| Error::json(&path, e))?;
         let partial = self
             .dir
             .join(format!(".{META_FILE}.{}", std::process::id()));
@@ -566,15 +559,10 @@ fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
     })
 }
 
-/// Writes beside the target and renames, so readers never see half a file.
+/// Writes the JSON whole or not at all, so readers never see half a file.
 fn write_json_atomically<T: Serialize>(path: &Path, value: &T) -> Result<()> {
-    let text = serde_json::to_string_pretty(value)
-        .map_err(|e| Error::Internal(format!("{}: {e}", path.display())))?;
-    let mut partial = path.as_os_str().to_os_string();
-    partial.push(".partial");
-    let partial = PathBuf::from(partial);
-    std::fs::write(&partial, text + "\n").map_err(|e| Error::io(&partial, e))?;
-    std::fs::rename(&partial, path).map_err(|e| Error::io(path, e))
+    let text = serde_json::to_string_pretty(value).map_err(|e| Error::json(path, e))?;
+    crate::engine::partial_file::write_atomically(path, (text + "\n").as_bytes())
 }
 
 /// Seconds since 1970, for `batch.json`.

@@ -425,7 +425,7 @@ fn watch_executors<T: Send + Sync + 'static>(
 /// lost its last executor (one that no executor ever ran stays queued there).
 fn give_up(message: &str) -> ! {
     eprintln!("neardup: error: {message}");
-    if crate::output::remove_live_staging() {
+    if crate::engine::staging::remove_live_staging() {
         eprintln!("neardup: nothing was written (an earlier output is untouched)");
     }
     std::process::exit(1);
@@ -447,7 +447,10 @@ const SCHEDULING: TaskSchedulingPolicy = TaskSchedulingPolicy::PullStaged;
 /// its last executor is failed by Ballista if none comes back within twice the timeout.
 pub async fn run_scheduler(bind: &str, executor_timeout_seconds: u64) -> Result<()> {
     let executor_timeout_seconds = executor_timeout_seconds.max(MIN_EXECUTOR_TIMEOUT_SECONDS);
-    let cannot_listen = |e: std::io::Error| Error::Input(format!("cannot listen on {bind}: {e}"));
+    let cannot_listen = |source| Error::Listen {
+        address: bind.to_string(),
+        source,
+    };
     let listener = tokio::net::TcpListener::bind(bind)
         .await
         .map_err(cannot_listen)?;
@@ -466,9 +469,7 @@ pub async fn run_scheduler(bind: &str, executor_timeout_seconds: u64) -> Result<
         })),
         ..SchedulerConfig::default()
     };
-    let failed = |e: ballista_core::error::BallistaError| {
-        Error::Input(format!("the Ballista scheduler failed: {e}"))
-    };
+    let failed = |e| Error::cluster("the Ballista scheduler failed", e);
     let cluster = BallistaCluster::new_from_config(&config)
         .await
         .map_err(failed)?;
@@ -550,9 +551,8 @@ pub async fn run_executor(options: &ExecutorOptions) -> Result<()> {
     let wait = options.scheduler_wait;
     tokio::select! {
         outcome = start_executor_process(Arc::new(config)) => outcome.map_err(|e| {
-            Error::Input(format!(
-                "the Ballista executor working for the scheduler at {named} failed: {e}"
-            ))
+            let context = format!("the Ballista executor working for the scheduler at {named} failed");
+            Error::cluster(context, e)
         }),
         () = scheduler_silent(&health, wait) => Err(Error::Input(format!(
             "the scheduler at {named} has not answered this executor's polls for {} s; stopping \

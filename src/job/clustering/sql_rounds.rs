@@ -1,15 +1,16 @@
 //! Connected components of the fingerprint pairs as SQL rounds (`--clustering sql`), for
 //! engines where the pairs must not be collected on one machine (a Ballista cluster). Local runs
-//! use union-find (`crate::cluster`), which labels the same way: each node with the smallest
+//! use union-find (`super::union_find`), which labels the same way: each node with the smallest
 //! node of its component.
 
 use std::path::Path;
 
 use datafusion::prelude::{ParquetReadOptions, SessionContext};
 
+use crate::engine::sql::{count_query_stage, run_stage};
+use crate::engine::stages;
 use crate::error::{Error, QueryContext, Result};
-use crate::input::quote_literal;
-use crate::pipeline::{self, Params};
+use crate::job::params::Round;
 
 /// Rounds after which the rounds give up: large-star / small-star needs O(log^2 n), about 40
 /// for 2^40 nodes; reaching it means a bug.
@@ -20,54 +21,34 @@ pub const MAX_ROUNDS: usize = 200;
 /// fingerprint. Returns the rounds it took.
 pub async fn sql_components(ctx: &SessionContext, work: &Path) -> Result<usize> {
     let folder = |round: usize| work.join(format!("edges_{round}"));
-    let mut params = Params::default();
-    let set_out = |params: &mut Params, round: usize| {
-        params.set(
-            "edges_out_dir",
-            quote_literal(&format!("{}/", folder(round).display())),
-        );
+    let start = folder(0);
+    let first = Round {
+        edges_out: &start,
+        large_out: &start,
+        edges_before: "edges_0",
+        edges_after: "edges_0",
     };
-    set_out(&mut params, 0);
-    pipeline::run_stage(ctx, &pipeline::COMPONENTS_START, &params).await?;
-    register_edges(ctx, &folder(0), &format!("edges_{}", 0)).await?;
+    run_stage(ctx, &stages::COMPONENTS_START, &first.bindings()).await?;
+    register_edges(ctx, &start, "edges_0").await?;
     for round in 1..=MAX_ROUNDS {
         register_edges(ctx, &folder(round - 1), "edges_in").await?;
-        set_out(&mut params, round);
-        let large = work.join(format!("large_{round}"));
-        params.set(
-            "large_out_dir",
-            quote_literal(&format!("{}/", large.display())),
-        );
-        pipeline::run_stage(ctx, &pipeline::COMPONENTS_ROUND, &params).await?;
-        register_edges(ctx, &large, "large_in").await?;
-        pipeline::run_stage(ctx, &pipeline::COMPONENTS_SMALL, &params).await?;
-        register_edges(ctx, &folder(round), &format!("edges_{round}")).await?;
-        // Settled when the round gave back the edges it was given: no edge whose count differs
-        // between the two (one query, as each is a job on a cluster).
+        let (edges_out, large_out) = (folder(round), work.join(format!("large_{round}")));
         let (before, after) = (format!("edges_{}", round - 1), format!("edges_{round}"));
-        let changed = crate::job::count_query(
-            ctx,
-            &format!(
-                "SELECT count(*) FROM (SELECT a, b FROM (\
-                 SELECT a, b, 1 AS before, 0 AS after FROM {before} \
-                 UNION ALL SELECT a, b, 0 AS before, 1 AS after FROM {after}) \
-                 GROUP BY a, b HAVING sum(before) <> sum(after))"
-            ),
-        )
-        .await?;
+        let bindings = Round {
+            edges_out: &edges_out,
+            large_out: &large_out,
+            edges_before: &before,
+            edges_after: &after,
+        }
+        .bindings();
+        run_stage(ctx, &stages::COMPONENTS_ROUND, &bindings).await?;
+        register_edges(ctx, &large_out, "large_in").await?;
+        run_stage(ctx, &stages::COMPONENTS_SMALL, &bindings).await?;
+        register_edges(ctx, &edges_out, &after).await?;
+        let changed = count_query_stage(ctx, &stages::COMPONENTS_SETTLED, &bindings).await?;
         log::debug!("components: round {round}, {changed} edges changed");
         if changed == 0 {
-            pipeline::run_statements(
-                ctx,
-                &format!(
-                    "CREATE VIEW fingerprint_components AS \
-                     SELECT u AS simhash, CASE WHEN min(v) < u THEN min(v) ELSE u END AS component \
-                     FROM (SELECT a AS u, b AS v FROM {after} UNION ALL SELECT b AS u, a AS v FROM {after}) \
-                     GROUP BY u"
-                ),
-                "components",
-            )
-            .await?;
+            run_stage(ctx, &stages::COMPONENTS_LABELS, &bindings).await?;
             return Ok(round);
         }
     }
@@ -94,8 +75,8 @@ mod tests {
     use datafusion::parquet::arrow::ArrowWriter;
 
     use super::*;
-    use crate::distributed::{Cluster, cluster_context};
-    use crate::generate::SplitMix64;
+    use crate::engine::ballista::{Cluster, cluster_context};
+    use crate::rng::SplitMix64;
 
     /// The SQL rounds' labels for `edges` in `ctx`, sorted by node. The edges are a Parquet
     /// file, which a cluster's executors read as a local session does.
@@ -186,7 +167,8 @@ mod tests {
 
     async fn rounds_equal_union_find(ctx: &SessionContext, place: &str) {
         for (name, edges) in graphs() {
-            let expected = crate::cluster::connected_components(edges.iter().copied());
+            let expected =
+                crate::job::clustering::union_find::connected_components(edges.iter().copied());
             let (labels, rounds) = sql_labels(ctx, &edges).await;
             assert_eq!(labels, expected, "{name} ({place})");
             assert!(rounds <= 20, "{name} ({place}): {rounds} rounds");
@@ -195,7 +177,7 @@ mod tests {
 
     #[tokio::test]
     async fn sql_rounds_equal_union_find_on_chains_stars_small_and_giant_components() {
-        let ctx = crate::job::session_context().unwrap();
+        let ctx = crate::engine::session::session_context().unwrap();
         rounds_equal_union_find(&ctx, "local").await;
     }
 

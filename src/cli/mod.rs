@@ -1,0 +1,72 @@
+//! The command line: `args` defines what the user can type, `values` parses flag values,
+//! `report` prints what a job did; `execute` runs one command.
+
+pub mod args;
+mod report;
+pub mod values;
+
+pub use args::{Cli, Command};
+
+use std::path::Path;
+
+use crate::commands::{eval, generate, generate_fingerprints, plan, query};
+use crate::engine::ballista;
+use crate::error::Result;
+use crate::job::{self, JobRequest};
+use report::report;
+
+/// Runs one command; the caller turns an error into a message and an exit code.
+pub async fn execute(cli: Cli) -> Result<()> {
+    let logged = match &cli.command {
+        Command::Run(args) => crate::logging::job_default(args.console.verbose),
+        Command::Match(args) => crate::logging::job_default(args.console.verbose),
+        Command::Scheduler(_) | Command::Executor(_) => crate::logging::SERVER_DEFAULT,
+        _ => crate::logging::job_default(false),
+    };
+    crate::logging::init(logged);
+    match cli.command {
+        Command::Run(args) => {
+            let (output, quiet) = (args.output.clone(), args.console.quiet);
+            run_job(args.request(), &output, quiet).await?
+        }
+        Command::Match(args) => {
+            let (output, quiet) = (args.output.clone(), args.console.quiet);
+            run_job(args.request(), &output, quiet).await?
+        }
+        Command::Eval(args) => print!("{}", eval::eval(&args.options()).await?),
+        Command::Generate(args) => {
+            let options = args.options();
+            let (sources, documents) = generate::generate_corpus(&options).await?;
+            println!(
+                "{documents} documents from {sources} sources in {}; truth in {}",
+                options.output.display(),
+                options.truth.display()
+            );
+        }
+        Command::GenerateFingerprints(args) => {
+            let options = args.options();
+            let planted = generate_fingerprints::write_fingerprints(&options)?;
+            println!(
+                "{} fingerprints ({planted} planted neighbours) in {}",
+                options.count,
+                options.output.display()
+            );
+        }
+        Command::Plan(args) => print!("{}", plan::compare_plans(&args.options()).await?),
+        Command::Scheduler(args) => {
+            ballista::run_scheduler(&args.bind, args.executor_timeout).await?
+        }
+        Command::Executor(args) => ballista::run_executor(&args.options()).await?,
+        Command::Query(args) => query::query(&args.options()?).await?,
+    }
+    Ok(())
+}
+
+/// `run` and `match`: the job, then what it did (unless `--quiet`).
+async fn run_job(request: JobRequest, output: &Path, quiet: bool) -> Result<()> {
+    let summary = job::run(&request.resolve()?).await?;
+    if !quiet {
+        report(&summary, output);
+    }
+    Ok(())
+}

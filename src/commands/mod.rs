@@ -1,0 +1,8 @@
+//! The commands besides `run` and `match` (which are `crate::job`): each takes its options and
+//! returns what it prints.
+
+pub mod eval;
+pub mod generate;
+pub mod generate_fingerprints;
+pub mod plan;
+pub mod query;

@@ -1,0 +1,9 @@
+//! What every command runs on: a DataFusion session in this process or on a Ballista cluster,
+//! the runner of the SQL files in `sql/`, and outputs that appear whole or not at all.
+
+pub mod ballista;
+pub mod partial_file;
+pub mod session;
+pub mod sql;
+pub mod stages;
+pub mod staging;

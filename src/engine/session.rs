@@ -1,0 +1,105 @@
+//! The session a command's SQL runs in: in this process (all cores or `--threads`, an optional
+//! memory limit) or on a Ballista cluster, with the same settings and the crate's functions.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use datafusion::execution::FunctionRegistry;
+use datafusion::execution::memory_pool::FairSpillPool;
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
+use futures::StreamExt;
+
+use crate::engine::ballista::{self, Cluster};
+use crate::error::{QueryContext, Result};
+use crate::udf;
+
+/// How a job uses the machine and the terminal, and where it runs.
+#[derive(Debug, Clone, Default)]
+pub struct Console {
+    /// Partitions run in parallel (`--threads`); the number of cores when `None`.
+    pub threads: Option<usize>,
+    /// No progress lines on standard error (`--quiet`); errors are still reported.
+    pub quiet: bool,
+    /// Bytes DataFusion's operators may hold (`--memory-limit`); sorts, aggregates and joins
+    /// spill to the temporary folder beyond it. Unlimited when `None`.
+    pub memory_limit: Option<usize>,
+    /// Run the stages on a Ballista cluster (`--cluster`) instead of in this process.
+    pub cluster: Option<Cluster>,
+}
+
+/// The session every stage runs in: all cores, input types kept, zstd Parquet output.
+pub fn session_context() -> Result<SessionContext> {
+    session_context_with(&Console::default())
+}
+
+/// The session a job's stages run in: on its cluster, or in this process.
+pub async fn job_session(console: &Console) -> Result<SessionContext> {
+    match &console.cluster {
+        Some(cluster) => ballista::cluster_context(cluster, session_config(console)).await,
+        None => session_context_with(console),
+    }
+}
+
+/// Settings every session of a job has, local or on a cluster: partitions (all cores when
+/// `None`), input types kept, zstd Parquet output.
+fn session_config(console: &Console) -> SessionConfig {
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let threads = console.threads.unwrap_or(cores).max(1);
+    let mut config = SessionConfig::new().with_target_partitions(threads);
+    let options = config.options_mut();
+    // One scan per file keeps row numbers in file order (`input_order`); the signature stage
+    // is still parallel, as the planner spreads the rows over partitions before the UDF.
+    options.optimizer.repartition_file_scans = false;
+    // Keep the input's string types in every output (`dedup` keeps the input columns as they are).
+    options.execution.parquet.schema_force_view_types = false;
+    options.execution.parquet.compression = Some("zstd(3)".into());
+    config
+}
+
+/// A session in this process with the console's partitions and memory limit.
+pub fn session_context_with(console: &Console) -> Result<SessionContext> {
+    let mut config = session_config(console);
+    let options = config.options_mut();
+    let mut ctx = match console.memory_limit {
+        None => SessionContext::new_with_config(config),
+        Some(limit) => {
+            // A sort keeps a small reserve for its merge so that spilling itself fits under
+            // the limit.
+            options.execution.sort_spill_reservation_bytes = (limit / 16).min(8 << 20);
+            let runtime = RuntimeEnvBuilder::new()
+                .with_memory_pool(Arc::new(FairSpillPool::new(limit)))
+                .build_arc()
+                .context(|| "setting up the memory limit".into())?;
+            SessionContext::new_with_config_rt(config, runtime)
+        }
+    };
+    udf::register_all(&mut ctx as &mut dyn FunctionRegistry)
+        .context(|| "registering SQL functions".into())?;
+    Ok(ctx)
+}
+
+/// Reads every file completely, the way the stages read it, and returns the first that fails
+/// with its error. Runs only after a failure, so its cost is paid only then.
+pub async fn find_unreadable_file(
+    ctx: &SessionContext,
+    files: &[PathBuf],
+) -> Option<(PathBuf, String)> {
+    for file in files {
+        let path = file.display().to_string();
+        let read = async {
+            let frame = ctx
+                .read_parquet(path, ParquetReadOptions::default().file_extension(""))
+                .await?;
+            let mut stream = frame.execute_stream().await?;
+            while let Some(batch) = stream.next().await {
+                batch?;
+            }
+            Ok::<(), datafusion::error::DataFusionError>(())
+        };
+        if let Err(e) = read.await {
+            return Some((file.clone(), e.to_string()));
+        }
+    }
+    None
+}

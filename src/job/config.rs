@@ -1,0 +1,320 @@
+//! What a job is asked to do, with every rule between options applied in one place. The command
+//! line fills a `JobRequest` with what the user typed; `JobRequest::resolve` gives the
+//! `JobConfig` the job runs, with typed values (the width, the parsed band plan, the clustering
+//! for where it runs), or the message that says which options cannot go together.
+
+use std::path::PathBuf;
+
+use crate::engine::session::Console;
+use crate::engine::staging::Overwrite;
+use crate::error::{Error, Result};
+use crate::fingerprint::{MAX_K, Width};
+use crate::job::choices::Clustering;
+use crate::job::choices::{Matching, PairsListed};
+use crate::plan::BandPlan;
+use crate::text::FeatureOptions;
+
+/// What the documents are: the one difference between `run` and `match`.
+#[derive(Debug, Clone)]
+pub enum Source {
+    /// `neardup run`: texts, fingerprinted by the job.
+    Texts {
+        text_column: String,
+        features: FeatureOptions,
+        /// Columns the deduplicated corpus is partitioned by (`--partition-by`), Hive style.
+        partition_by: Vec<String>,
+    },
+    /// `neardup match`: 64-bit fingerprints computed elsewhere, in `simhash_column`.
+    Fingerprints { simhash_column: String },
+}
+
+/// The features of `neardup match`, in summary.json and an index's settings.
+pub const FINGERPRINTS_GIVEN: &str = "fingerprints given";
+
+impl Source {
+    /// The command that reads this source, as summary.json names it.
+    pub fn command(&self) -> &'static str {
+        match self {
+            Source::Texts { .. } => "run",
+            Source::Fingerprints { .. } => "match",
+        }
+    }
+
+    /// The column the documents are read from: their texts, or their fingerprints.
+    pub fn column(&self) -> &str {
+        match self {
+            Source::Texts { text_column, .. } => text_column,
+            Source::Fingerprints { simhash_column } => simhash_column,
+        }
+    }
+
+    /// The features as summary.json and an index record them: every option spelled out (the
+    /// canonical form), or `fingerprints given`.
+    pub fn features(&self) -> String {
+        match self {
+            Source::Texts { features, .. } => features.to_string(),
+            Source::Fingerprints { .. } => FINGERPRINTS_GIVEN.to_string(),
+        }
+    }
+}
+
+pub use crate::index::batch::IndexOptions;
+
+/// `--plan` parsed for the job's k and width: the plans the planner chooses among (one, when a
+/// plan is named), and who chose them.
+#[derive(Debug, Clone)]
+pub struct PlanChoice {
+    pub spec: String,
+    pub plans: Vec<BandPlan>,
+    /// `planner`, or `--plan` when the user named the plan.
+    pub chosen_by: &'static str,
+}
+
+impl PlanChoice {
+    pub fn parse(spec: &str, k: u32, width: Width) -> Result<Self> {
+        let (plans, chosen_by) = crate::planner::plans_asked(spec, k, width.bits())
+            .map_err(|e| Error::Usage(format!("--plan: {e}")))?;
+        Ok(Self {
+            spec: spec.to_string(),
+            plans,
+            chosen_by,
+        })
+    }
+}
+
+/// What the job runs, every option resolved and checked against the others.
+#[derive(Debug, Clone)]
+pub struct JobConfig {
+    pub inputs: Vec<String>,
+    pub source: Source,
+    pub output: PathBuf,
+    pub id_column: String,
+    pub k: u32,
+    pub width: Width,
+    pub matching: Matching,
+    pub plan: PlanChoice,
+    /// Which document pairs `pairs` lists (`--pairs`).
+    pub pairs: PairsListed,
+    /// How pairs become components (`--clustering`, or the default for where the job runs).
+    pub clustering: Clustering,
+    /// Whether and how an existing output is replaced (`--overwrite`, `--keep-other-files`).
+    pub overwrite: Overwrite,
+    /// Match against (and maybe add to) a signature index (`--index`, `--update-index`).
+    pub index: Option<IndexOptions>,
+    pub console: Console,
+}
+
+/// What the command line asked for, before the rules between options are applied.
+#[derive(Debug, Clone)]
+pub struct JobRequest {
+    pub inputs: Vec<String>,
+    pub source: Source,
+    pub output: PathBuf,
+    pub id_column: String,
+    pub k: u32,
+    /// `--bits`, if given.
+    pub bits: Option<Width>,
+    /// The `bits=` of `--features`, if it names one (`FeatureOptions` alone cannot tell
+    /// `bits=64` from the default).
+    pub features_bits: Option<Width>,
+    pub matching: Matching,
+    pub plan: String,
+    pub pairs: PairsListed,
+    /// `--clustering`, if given.
+    pub clustering: Option<Clustering>,
+    pub overwrite: Overwrite,
+    pub index: Option<IndexOptions>,
+    pub console: Console,
+}
+
+impl JobRequest {
+    /// Applies every rule between options, in the order the messages were designed for: the
+    /// width, k for it, the plan, the clustering for where the job runs, the matching.
+    pub fn resolve(self) -> Result<JobConfig> {
+        let mut source = self.source;
+        let width = match &mut source {
+            Source::Texts { features, .. } => {
+                if let Some(bits) = self.bits {
+                    if let Some(given) = self.features_bits.filter(|&given| given != bits) {
+                        return Err(Error::Usage(format!(
+                            "--bits {bits} contradicts bits={given} in --features; give the \
+                             fingerprint width once (--bits {bits}, or bits={bits} in --features)"
+                        )));
+                    }
+                    features.width = bits;
+                }
+                features.width
+            }
+            Source::Fingerprints { .. } => Width::Bits64,
+        };
+        check_k(self.k, width)?;
+        let plan = PlanChoice::parse(&self.plan, self.k, width)?;
+        let clustering = self.clustering.unwrap_or(match self.console.cluster {
+            Some(_) => Clustering::Sql,
+            None => Clustering::UnionFind,
+        });
+        check_clustering(clustering, width, self.index.is_some(), &self.console)?;
+        if width == Width::Bits128 && self.matching == Matching::Join {
+            return Err(Error::Usage(
+                "--matching join is written for 64-bit fingerprints; use --matching scan (the \
+                 default) with --bits 128"
+                    .into(),
+            ));
+        }
+        Ok(JobConfig {
+            inputs: self.inputs,
+            source,
+            output: self.output,
+            id_column: self.id_column,
+            k: self.k,
+            width,
+            matching: self.matching,
+            plan,
+            pairs: self.pairs,
+            clustering,
+            overwrite: self.overwrite,
+            index: self.index,
+            console: self.console,
+        })
+    }
+}
+
+/// Checks k is one the band plans find exactly for the width.
+pub fn check_k(k: u32, width: Width) -> Result<()> {
+    let max_k = width.max_k();
+    if k > max_k {
+        return Err(Error::Usage(format!(
+            "--k {k} is not supported for {width}-bit fingerprints (allowed: 0..={max_k}); beyond \
+             an eighth of the bits the band plans compare most of the corpus with itself"
+        )));
+    }
+    Ok(())
+}
+
+/// The largest k of any width, which `--k` accepts before the width is known.
+pub const MAX_K_ANY_WIDTH: u32 = 2 * MAX_K;
+
+/// `--clustering sql` runs on 64-bit fingerprints without an index (the index's clustering
+/// reads its groups, which only union-find does). On a cluster the pairs stay there, so the
+/// clustering is SQL; union-find collects them in this process and runs locally only.
+fn check_clustering(
+    clustering: Clustering,
+    width: Width,
+    index: bool,
+    console: &Console,
+) -> Result<()> {
+    let wide = width != Width::Bits64;
+    if let Some(cluster) = &console.cluster {
+        if index || wide || clustering != Clustering::Sql {
+            return Err(Error::Usage(format!(
+                "--cluster {cluster} runs 64-bit fingerprints with --clustering sql (its \
+                 default), without --index; --bits 128, --index and union-find run locally"
+            )));
+        }
+        if console.memory_limit.is_some() {
+            return Err(Error::Usage(
+                "--memory-limit bounds this process, not the executors of a --cluster; give \
+                 each executor its limit (neardup executor --memory-limit)"
+                    .into(),
+            ));
+        }
+        return Ok(());
+    }
+    if clustering == Clustering::Sql && (wide || index) {
+        return Err(Error::Usage(
+            "--clustering sql is for 64-bit fingerprints without --index; leave it out (the \
+             default, union-find, gives the same groups)"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(bits: Option<Width>, features_bits: Option<Width>) -> JobRequest {
+        let mut features = FeatureOptions::default();
+        if let Some(width) = features_bits {
+            features.width = width;
+        }
+        JobRequest {
+            inputs: vec!["in.parquet".into()],
+            source: Source::Texts {
+                text_column: "text".into(),
+                features,
+                partition_by: Vec::new(),
+            },
+            output: PathBuf::from("out"),
+            id_column: "id".into(),
+            k: 3,
+            bits,
+            features_bits,
+            matching: Matching::Scan,
+            plan: "auto".into(),
+            pairs: PairsListed::All,
+            clustering: None,
+            overwrite: Overwrite::No,
+            index: None,
+            console: Console::default(),
+        }
+    }
+
+    #[test]
+    fn bits_given_twice_must_agree() {
+        let (w64, w128) = (Some(Width::Bits64), Some(Width::Bits128));
+        let err = request(w128, w64).resolve().unwrap_err().to_string();
+        assert!(
+            err.contains("--bits 128 contradicts bits=64 in --features"),
+            "{err}"
+        );
+        assert_eq!(request(w64, w64).resolve().unwrap().width, Width::Bits64);
+        assert_eq!(request(w128, None).resolve().unwrap().width, Width::Bits128);
+        assert_eq!(request(None, w128).resolve().unwrap().width, Width::Bits128);
+        let config = request(w128, None).resolve().unwrap();
+        let Source::Texts { features, .. } = &config.source else {
+            panic!("a run reads texts");
+        };
+        assert!(features.to_string().contains("bits=128"), "{features}");
+    }
+
+    #[test]
+    fn k_plan_clustering_and_matching_are_checked_against_the_width() {
+        let mut wide = request(Some(Width::Bits128), None);
+        wide.k = 16;
+        assert_eq!(wide.clone().resolve().unwrap().k, 16);
+        let mut narrow = request(None, None);
+        narrow.k = 9;
+        let err = narrow.resolve().unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        assert!(err.to_string().contains("allowed: 0..=8"), "{err}");
+        let mut join = wide.clone();
+        join.matching = Matching::Join;
+        assert!(
+            join.resolve()
+                .unwrap_err()
+                .to_string()
+                .contains("--matching join")
+        );
+        let mut sql = wide;
+        sql.clustering = Some(Clustering::Sql);
+        assert!(
+            sql.resolve()
+                .unwrap_err()
+                .to_string()
+                .contains("--clustering sql")
+        );
+        let mut plan = request(None, None);
+        plan.plan = "bands:2".into();
+        assert!(
+            plan.resolve()
+                .unwrap_err()
+                .to_string()
+                .starts_with("--plan: ")
+        );
+        let defaults = request(None, None).resolve().unwrap();
+        assert_eq!(defaults.clustering, Clustering::UnionFind);
+        assert_eq!(defaults.plan.chosen_by, "planner");
+    }
+}

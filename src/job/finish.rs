@@ -1,0 +1,176 @@
+//! The end of a job: the summary (parameters, counts, stage times), the commit of the outputs,
+//! and then the batch's part of a signature index, so that a batch is in the index only once
+//! its outputs are in place.
+
+use datafusion::prelude::SessionContext;
+
+use crate::engine::sql::{first_unsigned, query_stage, run_stage};
+use crate::engine::stages;
+use crate::engine::staging::{SUMMARY_FILE, StagingDir};
+use crate::error::{Error, Result};
+use crate::index::BatchMeta;
+use crate::index::batch::IndexedBatch;
+use crate::input::Corpus;
+use crate::job::config::{JobConfig, Source};
+use crate::job::params::{StageParams, WORK_DIR};
+use crate::job::stopwatch::Stopwatch;
+use crate::job::summary::{Counts, IndexReport, Parameters, PlanReport, Summary};
+
+/// summary.json's parameters for the job as it was configured.
+pub(super) fn parameters(
+    config: &JobConfig,
+    feature_files: std::collections::BTreeMap<String, String>,
+) -> Parameters {
+    let partition_by = match &config.source {
+        Source::Texts { partition_by, .. } => partition_by.clone(),
+        Source::Fingerprints { .. } => Vec::new(),
+    };
+    Parameters {
+        k: config.k,
+        matching: config.matching,
+        pairs: config.pairs,
+        clustering: config.clustering,
+        id_column: config.id_column.clone(),
+        source_column: config.source.column().to_string(),
+        fingerprint_bits: config.width.bits(),
+        bands: config.width.bands() as u32,
+        features: config.source.features(),
+        partition_by,
+        feature_files,
+        cluster: config.console.cluster.as_ref().map(ToString::to_string),
+    }
+}
+
+/// What a finished job reports, before its outputs are committed.
+pub(super) struct Finished<'a> {
+    pub command: &'static str,
+    pub parameters: Parameters,
+    pub plan: PlanReport,
+    pub corpus: &'a Corpus,
+    pub counts: Counts,
+}
+
+/// Writes the index part (with `--update-index`), commits the outputs, then the index part:
+/// a batch is in the index only once its outputs are in place, so a failed run can be run
+/// again as it was.
+pub(super) async fn finish_batch(
+    ctx: &SessionContext,
+    staging: StagingDir,
+    batch: Option<IndexedBatch>,
+    params: &StageParams,
+    done: Finished<'_>,
+    mut clock: Stopwatch,
+) -> Result<Summary> {
+    let Some(mut batch) = batch else {
+        return finish(staging, done, None, clock);
+    };
+    let bindings = params.bindings();
+    let highest = query_stage(ctx, &stages::INDEX_NEXT_GROUP, &bindings).await?;
+    let highest = first_unsigned(&highest)?;
+    let next_group_id = batch
+        .index
+        .next_group_id()
+        .max(highest.map_or(0, |g| g + 1));
+    let report = IndexReport {
+        path: batch.index.dir.display().to_string(),
+        batch: batch.number,
+        indexed_documents: batch.index.documents(),
+        updated: batch.staging.is_some(),
+        next_group_id,
+    };
+    let part = batch.staging.take();
+    if part.is_some() {
+        clock
+            .time("index", run_stage(ctx, &stages::INDEX_BATCH, &bindings))
+            .await?;
+    }
+    let documents = done.counts.documents;
+    let inputs = input_names(done.corpus);
+    let quiet = clock.quiet;
+    let written = staging.target().join(SUMMARY_FILE);
+    let summary = finish(staging, done, Some(report), clock)?;
+    if let Some(part) = part {
+        let meta = BatchMeta {
+            batch: batch.number,
+            neardup_version: env!("CARGO_PKG_VERSION").to_string(),
+            inputs,
+            documents,
+            next_group_id,
+            committed_at: crate::index::now_unix(),
+        };
+        if let Err(e) = batch.index.commit(part, &batch.settings, &meta) {
+            // The outputs are in place; their summary must not claim the batch was added.
+            let mut corrected = summary.clone();
+            if let Some(index) = &mut corrected.index {
+                index.updated = false;
+            }
+            let _ = corrected.write(&written);
+            return Err(Error::Input(format!(
+                "the outputs are written, but adding batch {} to the index {} failed: {e}. \
+                 The index has no new batch; run again with --overwrite to retry",
+                batch.number,
+                batch.index.dir.display()
+            )));
+        }
+        if !quiet {
+            eprintln!(
+                "neardup: added batch {} ({documents} documents) to {}",
+                batch.number,
+                batch.index.dir.display()
+            );
+        }
+    }
+    Ok(summary)
+}
+
+fn finish(
+    staging: StagingDir,
+    done: Finished<'_>,
+    index: Option<IndexReport>,
+    clock: Stopwatch,
+) -> Result<Summary> {
+    let work = staging.path().join(WORK_DIR);
+    if work.exists() {
+        std::fs::remove_dir_all(&work).map_err(|e| Error::io(&work, e))?;
+    }
+    let counts = done.counts;
+    let mut stages = clock.stages;
+    for stage in &mut stages {
+        stage.rows = match stage.stage.as_str() {
+            "signatures" => Some(counts.documents),
+            "fingerprints" => Some(counts.distinct_fingerprints),
+            "candidates" => Some(counts.fingerprint_pairs),
+            "pairs" => Some(counts.pairs),
+            "groups" => Some(counts.grouped_documents),
+            "dedup" => counts.documents_kept,
+            "index" => Some(counts.documents),
+            _ => None,
+        };
+    }
+    let summary = Summary {
+        neardup_version: env!("CARGO_PKG_VERSION").to_string(),
+        command: done.command.to_string(),
+        parameters: done.parameters,
+        plan: Some(done.plan),
+        index,
+        inputs: input_names(done.corpus),
+        counts,
+        stages,
+        total_seconds: clock.started.elapsed().as_secs_f64(),
+        peak_rss_bytes: crate::job::summary::peak_rss_bytes(),
+    };
+    summary.write(&staging.path().join(SUMMARY_FILE))?;
+    let target = staging.commit()?;
+    if !clock.quiet {
+        eprintln!("neardup: wrote {}", target.display());
+    }
+    Ok(summary)
+}
+
+fn input_names(corpus: &Corpus) -> Vec<String> {
+    corpus
+        .files
+        .iter()
+        .map(|f| f.display().to_string())
+        .collect()
+}

@@ -1,0 +1,197 @@
+//! Stages 2 to 5, shared by `run` and `match`: distinct fingerprints, the band plan, candidate
+//! pairs (in passes), document pairs, clustering and groups.
+
+use datafusion::prelude::SessionContext;
+
+use crate::engine::sql::{Bindings, count_rows, query_stage, run_stage};
+use crate::engine::stages::{self, Stage};
+use crate::error::{Error, QueryContext, Result};
+use crate::fingerprint::Width;
+use crate::index::batch::IndexedBatch;
+use crate::job::choices::Matching;
+use crate::job::clustering;
+use crate::job::config::{JobConfig, PlanChoice};
+use crate::job::params::{Pass, StageParams};
+use crate::job::stopwatch::Stopwatch;
+use crate::job::summary::PlanReport;
+use crate::udf::FingerprintColumn;
+
+/// Rows (fingerprints times tables) one candidate pass holds at most: plans with many tables
+/// run in several passes, so memory stays bounded whatever the plan.
+pub const ROWS_PER_PASS: u64 = 32 << 20;
+
+/// What the documents are matched against besides each other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Against {
+    /// Nothing: a run on its own.
+    Nothing,
+    /// A signature index with no batch yet: matched as a run on its own, grouped as a batch.
+    EmptyIndex,
+    /// A signature index with batches: the `_index` stages.
+    Index,
+}
+
+impl Against {
+    pub fn of(batch: Option<&IndexedBatch>) -> Self {
+        match batch {
+            None => Against::Nothing,
+            Some(batch) if batch.index.batches.is_empty() => Against::EmptyIndex,
+            Some(_) => Against::Index,
+        }
+    }
+
+    /// The stages for fingerprints, candidates and groups. Against an index with batches only
+    /// pairs with a fresh fingerprint are looked for; the first batch of an index is matched
+    /// like a run.
+    fn stages(self, matching: Matching) -> (Stage, Stage, Stage) {
+        match self {
+            Against::Nothing => (
+                stages::FINGERPRINTS,
+                matching.candidates_stage(),
+                stages::GROUPS,
+            ),
+            Against::EmptyIndex => (
+                stages::FINGERPRINTS,
+                matching.candidates_stage(),
+                stages::GROUPS_INDEX,
+            ),
+            Against::Index => (
+                stages::FINGERPRINTS_INDEX,
+                matching.candidates_index_stage(),
+                stages::GROUPS_INDEX,
+            ),
+        }
+    }
+}
+
+/// Stages 2 to 5: fingerprints, the band plan, candidates (in passes), pairs, clustering,
+/// groups. Returns the plan as it ran.
+pub async fn run_matching(
+    ctx: &SessionContext,
+    config: &JobConfig,
+    params: &StageParams,
+    against: Against,
+    clock: &mut Stopwatch,
+) -> Result<PlanReport> {
+    let (fingerprints, candidates, groups) = against.stages(config.matching);
+    let bindings = params.bindings();
+    clock
+        .time("fingerprints", run_stage(ctx, &fingerprints, &bindings))
+        .await?;
+    let report = clock
+        .time(
+            "plan",
+            choose_plan(ctx, &config.plan, config.k, config.width),
+        )
+        .await?;
+    let quiet = config.console.quiet;
+    if !quiet {
+        eprintln!(
+            "neardup: plan {} ({}): {} tables in {} pass{}, about {:.3e} candidates",
+            report.plan,
+            report.chosen_by,
+            report.tables,
+            report.passes,
+            if report.passes == 1 { "" } else { "es" },
+            report.estimated_candidates
+        );
+    }
+    let passes = async {
+        let bar = crate::progress::StageBar::passes(report.passes as u64, !quiet);
+        let per_pass = report.tables.div_ceil(report.passes.max(1));
+        for pass in 0..report.passes {
+            let from = 1 + pass * per_pass;
+            let to = (from + per_pass).min(report.tables + 1);
+            let mut bindings = bindings.clone();
+            Pass {
+                plan: &report.plan,
+                bands: from..to,
+            }
+            .bind(&mut bindings);
+            run_stage(ctx, &candidates, &bindings).await?;
+            bar.advance();
+        }
+        run_stage(ctx, &stages::CANDIDATES_TABLE, &bindings).await
+    };
+    clock.time("candidates", passes).await?;
+    let pairs = config.pairs.stage();
+    clock
+        .time("pairs", run_stage(ctx, &pairs, &bindings))
+        .await?;
+    let indexed = against != Against::Nothing;
+    let components = clustering::components(ctx, config.clustering, params, indexed);
+    clock.time("clustering", components).await?;
+    clock
+        .time("groups", run_stage(ctx, &groups, &bindings))
+        .await?;
+    Ok(report)
+}
+
+/// The plan asked for, or the planner's cheapest for the fingerprints at hand (their number, and
+/// a sample of them for real key sizes), with the passes that keep rows per pass bounded.
+async fn choose_plan(
+    ctx: &SessionContext,
+    choice: &PlanChoice,
+    k: u32,
+    width: Width,
+) -> Result<PlanReport> {
+    let n = count_rows(ctx, "fingerprints").await?;
+    let sample = sample_fingerprints(ctx, width).await?;
+    let estimates = crate::planner::estimate(choice.plans.clone(), n, &sample);
+    log::debug!(
+        "plans for k = {k}, {n} distinct fingerprints, {} sampled:\n{}",
+        sample.len(),
+        crate::planner::table(&estimates)
+    );
+    let best = estimates.into_iter().next().ok_or_else(|| {
+        Error::Usage(format!(
+            "--plan {}: no such plan is exact for k = {k}",
+            choice.spec
+        ))
+    })?;
+    let tables = best.plan.tables();
+    Ok(PlanReport {
+        plan: best.plan.to_string(),
+        chosen_by: choice.chosen_by.to_string(),
+        tables,
+        passes: passes(n, tables).1,
+        estimated_rows: best.rows,
+        estimated_candidates: best.candidates,
+    })
+}
+
+/// Tables per candidate pass and passes, for `n` fingerprints in `tables` tables: as many tables
+/// as keep a pass within the rows per pass, at least one.
+pub fn passes(n: u64, tables: usize) -> (usize, usize) {
+    let per_pass = (rows_per_pass() / n.max(1)).clamp(1, tables.max(1) as u64) as usize;
+    (per_pass, tables.div_ceil(per_pass))
+}
+
+/// `ROWS_PER_PASS`, or `NEARDUP_ROWS_PER_PASS` (a test hook: small values force many passes).
+fn rows_per_pass() -> u64 {
+    std::env::var("NEARDUP_ROWS_PER_PASS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(ROWS_PER_PASS)
+}
+
+/// Up to `planner::SAMPLE` distinct fingerprints of the `fingerprints` table.
+pub async fn sample_fingerprints(ctx: &SessionContext, width: Width) -> Result<Vec<u128>> {
+    let mut bindings = Bindings::default();
+    bindings.set("sample_size", crate::planner::SAMPLE.to_string());
+    let batches = query_stage(ctx, &stages::PLAN_SAMPLE, &bindings).await?;
+    let what = || "sampling fingerprints".to_string();
+    let mut sample = Vec::new();
+    for batch in &batches {
+        match width {
+            Width::Bits128 => sample.extend(u128::values(batch.column(0)).context(what)?),
+            Width::Bits64 => sample.extend(
+                u64::values(batch.column(0))
+                    .context(what)?
+                    .into_iter()
+                    .map(u128::from),
+            ),
+        }
+    }
+    Ok(sample)
+}

@@ -1,0 +1,152 @@
+//! The near-duplicate job, `neardup run` and `neardup match` alike (they differ only in their
+//! `Source`): checks the input, runs the SQL stages of `sql/` in order in one session, clusters
+//! between them, and writes the outputs whole or not at all.
+//!
+//! The sequence, each step in one module: the corpus and its ids (`source`, stage 0), the
+//! signatures (stage 1, here), the matching (`matching`: stages 2 to 5, with `clustering`), the
+//! deduplicated corpus (stage 6, here), the counts (`counts`), and the summary and the commit
+//! (`finish`), which adds the batch to a signature index last (`crate::index`).
+
+pub mod choices;
+pub mod clustering;
+pub mod config;
+pub mod counts;
+mod finish;
+pub mod matching;
+pub mod params;
+pub mod source;
+pub mod stopwatch;
+pub mod summary;
+
+use datafusion::common::config::ConfigNonZeroUsize;
+use datafusion::prelude::SessionContext;
+
+pub use config::{IndexOptions, JobConfig, JobRequest, Source};
+
+use crate::engine::session::job_session;
+use crate::engine::sql::{Bindings, count_query_stage, run_stage, run_stage_with};
+use crate::engine::stages;
+use crate::engine::staging::StagingDir;
+use crate::error::Result;
+use crate::index::IndexMeta;
+use crate::index::batch::IndexedBatch;
+use crate::input::{self, Corpus};
+use crate::job::matching::Against;
+use crate::job::params::StageParams;
+use crate::job::stopwatch::Stopwatch;
+use crate::job::summary::{PlanReport, Summary};
+
+/// Rows per batch while documents are fingerprinted. DataFusion's 8,192 suit narrow rows; 8,192
+/// documents are megabytes of text and a quarter of a second of fingerprinting, so at the end
+/// of the stage one core finished the last batch alone. 2,048 keep both busy to the end and
+/// hold less text in flight (docs/BENCHMARKS.md: about 9% less time and 10% less memory).
+pub const TEXT_BATCH_ROWS: usize = 2048;
+
+/// Runs the job: its outputs are committed under `config.output` when it returns the summary.
+pub async fn run(config: &JobConfig) -> Result<Summary> {
+    let mut clock = Stopwatch::new(config.console.quiet);
+    let corpus = input::inspect(input::resolve_inputs(&config.inputs)?)?;
+    source::check_places(config, &corpus)?;
+    let checked = source::check_columns(config, &corpus)?;
+    let settings = IndexMeta::new(
+        config.width.bits(),
+        config.k,
+        &config.source.features(),
+        &checked.id_type,
+        checked.feature_files.clone(),
+    );
+    let batch = IndexedBatch::open(config.index.as_ref(), settings)?;
+    let staging = StagingDir::create(&config.output, config.overwrite)?;
+    let ctx = job_session(&config.console).await?;
+    source::register_corpus(&ctx, &corpus).await?;
+    let mut params = StageParams {
+        dir: staging.path().to_path_buf(),
+        id_column: config.id_column.clone(),
+        k: config.k,
+        width: config.width,
+        source: checked.params,
+        index: None,
+    };
+    if let Some(batch) = &batch {
+        params.index = Some(batch.prepare(&ctx, &checked.id_type, config.width).await?);
+    }
+    let plan = match run_stages(&ctx, config, &corpus, batch.as_ref(), &params, &mut clock).await {
+        Ok(plan) => plan,
+        Err(e) => {
+            let batch = batch.as_ref();
+            return Err(source::name_corrupt_input(&ctx, e, &corpus, batch, &config.console).await);
+        }
+    };
+    let counts = counts::count(&ctx, &params).await?;
+    let done = finish::Finished {
+        command: config.source.command(),
+        parameters: finish::parameters(config, checked.feature_files),
+        plan,
+        corpus: &corpus,
+        counts,
+    };
+    finish::finish_batch(&ctx, staging, batch, &params, done, clock).await
+}
+
+/// Stages 0 to 6. Returns the band plan as it ran.
+async fn run_stages(
+    ctx: &SessionContext,
+    config: &JobConfig,
+    corpus: &Corpus,
+    batch: Option<&IndexedBatch>,
+    params: &StageParams,
+    clock: &mut Stopwatch,
+) -> Result<PlanReport> {
+    let bindings = params.bindings();
+    let ids = source::check_ids(ctx, corpus, &bindings, batch, &config.id_column);
+    clock.time("check ids", ids).await?;
+    match &config.source {
+        Source::Texts { .. } => {
+            // The count of documents signed lives in the process that signs them.
+            let show = !config.console.quiet && config.console.cluster.is_none();
+            let signatures = sign_texts(ctx, &bindings, corpus.rows, show);
+            clock.time("signatures", signatures).await?;
+        }
+        // A view over the fingerprints given: nothing worth timing.
+        Source::Fingerprints { .. } => run_stage(ctx, &stages::SIGNATURES_GIVEN, &bindings).await?,
+    }
+    let against = Against::of(batch);
+    let plan = matching::run_matching(ctx, config, params, against, clock).await?;
+    if let Source::Texts { .. } = config.source {
+        clock
+            .time("dedup", write_dedup(ctx, &bindings, corpus.rows))
+            .await?;
+    }
+    Ok(plan)
+}
+
+/// Stage 1 of `run`: every document's signature, in batches of `TEXT_BATCH_ROWS`.
+async fn sign_texts(
+    ctx: &SessionContext,
+    bindings: &Bindings,
+    rows: u64,
+    show: bool,
+) -> Result<()> {
+    let _bar = crate::progress::StageBar::documents(rows, show);
+    run_stage_with(ctx, &stages::SIGNATURES, bindings, |options| {
+        options.execution.batch_size = ConfigNonZeroUsize::try_new(TEXT_BATCH_ROWS)?;
+        Ok(())
+    })
+    .await
+}
+
+/// Stage 6: the deduplicated corpus. Two ways write the same rows; which is faster depends on
+/// how many are removed (sql/06_dedup_kept.sql says what was measured). Against an index
+/// `groups` also holds indexed members, which only moves the choice, never the rows.
+async fn write_dedup(ctx: &SessionContext, bindings: &Bindings, documents: u64) -> Result<()> {
+    let removed = count_query_stage(ctx, &stages::DEDUP_REMOVED, bindings).await?;
+    if removed.saturating_mul(3) >= documents.saturating_mul(2) {
+        run_stage_with(ctx, &stages::DEDUP_KEPT, bindings, |options| {
+            options.execution.parquet.pushdown_filters = true;
+            Ok(())
+        })
+        .await
+    } else {
+        run_stage(ctx, &stages::DEDUP, bindings).await
+    }
+}

@@ -1,0 +1,285 @@
+//! What a job reads: the corpus checked for the columns the job needs and registered as
+//! tables, its ids checked (stage 0), the places it writes checked against the places it reads,
+//! and a failure traced to the file that caused it.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use datafusion::arrow::datatypes::DataType;
+use datafusion::common::cast::as_int64_array;
+use datafusion::prelude::{ParquetReadOptions, SessionContext};
+
+use crate::engine::session::{Console, find_unreadable_file};
+use crate::engine::sql::{Bindings, query_stage, quote_ident, quote_literal, run_statements};
+use crate::engine::stages;
+use crate::engine::staging::refuse_overlap;
+use crate::error::{Error, QueryContext, Result};
+use crate::index::batch::IndexedBatch;
+use crate::input::Corpus;
+use crate::job::config::{JobConfig, Source};
+use crate::job::params::SourceParams;
+use crate::text::Featurizer;
+
+/// What the checks of the corpus found out, for the stages and the summary.
+pub struct Checked {
+    pub params: SourceParams,
+    /// The id column's type, which an index's batches must share.
+    pub id_type: DataType,
+    /// The files the features read, with their digests (`crate::digest`).
+    pub feature_files: BTreeMap<String, String>,
+}
+
+/// Checks the corpus has the columns the job reads, of types it can read, before any work.
+pub fn check_columns(config: &JobConfig, corpus: &Corpus) -> Result<Checked> {
+    corpus.check_id_column(&config.id_column)?;
+    let (params, feature_files) = match &config.source {
+        Source::Texts {
+            text_column,
+            features,
+            partition_by,
+        } => {
+            corpus.check_text_column(text_column)?;
+            let partition_clause = partition_clause(corpus, partition_by)?;
+            let canonical = features.to_string();
+            Featurizer::cached(&canonical).map_err(|e| Error::Usage(format!("--features: {e}")))?;
+            let params = SourceParams::Texts {
+                column: text_column.clone(),
+                features: canonical,
+                min_features: features.min_features,
+                partition_clause,
+            };
+            (params, Some(features))
+        }
+        Source::Fingerprints { simhash_column } => {
+            corpus.check_simhash_column(simhash_column)?;
+            let column = simhash_column.clone();
+            (SourceParams::Fingerprints { column }, None)
+        }
+    };
+    let id_type = corpus.column_type(&config.id_column, "id")?;
+    let feature_files = match feature_files {
+        Some(features) => crate::digest::feature_files(features)?,
+        None => BTreeMap::new(),
+    };
+    Ok(Checked {
+        params,
+        id_type,
+        feature_files,
+    })
+}
+
+/// Refuses an output that would replace or swallow what the job reads: an input file or an index
+/// inside the output folder, or an output inside an input folder or the index.
+pub fn check_places(config: &JobConfig, corpus: &Corpus) -> Result<()> {
+    let output = &config.output;
+    for file in &corpus.files {
+        refuse_overlap(output, "--input", file)?;
+    }
+    for given in &config.inputs {
+        refuse_overlap(output, "--input", Path::new(given))?;
+    }
+    if let Some(index) = &config.index {
+        refuse_overlap(output, "--index", &index.dir)?;
+    }
+    Ok(())
+}
+
+/// `PARTITIONED BY (...)` for `--partition-by`, after checking each column exists.
+fn partition_clause(corpus: &Corpus, columns: &[String]) -> Result<String> {
+    if columns.is_empty() {
+        return Ok(String::new());
+    }
+    // Before any work: DataFusion would refuse these only when dedup is written, at the end.
+    let given = crate::error::echo(&columns.join(","));
+    if let Some(twice) = columns
+        .iter()
+        .enumerate()
+        .find_map(|(i, c)| columns[..i].contains(c).then_some(c))
+    {
+        return Err(Error::Usage(format!(
+            "--partition-by {given}: column '{}' is named twice; name each column once",
+            crate::error::echo(twice)
+        )));
+    }
+    for column in columns {
+        if corpus.schema.field_with_name(column).is_err() {
+            return Err(Error::Input(format!(
+                "--partition-by {given}: {} has no column '{}'; the columns are: {}",
+                corpus.files[0].display(),
+                crate::error::echo(column),
+                corpus.column_names()
+            )));
+        }
+        // DataFusion takes the names in PARTITIONED BY as written, quotes included.
+        if !column.chars().all(|c| c.is_alphanumeric() || c == '_') {
+            return Err(Error::Usage(format!(
+                "--partition-by {column}: partition columns are written as folder names; use a \
+                 column whose name has only letters, digits and '_' (rename it first with \
+                 neardup query)"
+            )));
+        }
+    }
+    // The columns are distinct and exist, so as many as the schema has are all of them.
+    if columns.len() >= corpus.schema.fields().len() {
+        return Err(Error::Usage(format!(
+            "--partition-by {given}: these are all the input's columns, so the dedup files \
+             would hold no column at all (partition values live only in folder names); leave \
+             at least one column out"
+        )));
+    }
+    Ok(format!("PARTITIONED BY ({})", columns.join(", ")))
+}
+
+/// Registers `corpus` (all files, scanned in parallel) and `corpus_ordered` (the same rows with
+/// `__neardup_input_order` = file index * 2^32 + row index; the name cannot clash with an
+/// input column, such as the `input_order` of a run's own signatures). Hive partition folders
+/// of the files are columns of both, after the files' own.
+pub async fn register_corpus(ctx: &SessionContext, corpus: &Corpus) -> Result<()> {
+    let paths: Vec<String> = corpus
+        .files
+        .iter()
+        .map(|f| f.display().to_string())
+        .collect();
+    let options = || ParquetReadOptions::default().file_extension("");
+    let mut plain = Vec::with_capacity(paths.len());
+    let mut ordered = Vec::with_capacity(paths.len());
+    for (index, path) in paths.iter().enumerate() {
+        let table = format!("corpus_file_{index}");
+        ctx.register_parquet(&table, path, options())
+            .await
+            .context(|| format!("reading {path}"))?;
+        let mut columns = String::from("*");
+        let values = corpus.partition_values.get(index).into_iter().flatten();
+        for (name, value) in corpus.partition_columns.iter().zip(values) {
+            let value = value
+                .as_deref()
+                .map_or("CAST(NULL AS VARCHAR)".to_string(), quote_literal);
+            columns.push_str(&format!(", {value} AS {}", quote_ident(name)));
+        }
+        plain.push(format!("SELECT {columns} FROM {table}"));
+        ordered.push(format!(
+            "SELECT {columns}, {index} * 4294967296 + CAST(row_number() OVER () AS BIGINT) - 1 AS __neardup_input_order FROM {table}"
+        ));
+    }
+    if corpus.partition_columns.is_empty() {
+        let all = ctx
+            .read_parquet(paths.clone(), options())
+            .await
+            .context(|| "reading the input files".into())?;
+        ctx.register_table("corpus", all.into_view())
+            .context(|| "registering the corpus".into())?;
+    } else {
+        let view = format!("CREATE VIEW corpus AS {}", plain.join(" UNION ALL "));
+        run_statements(ctx, &view, "partition columns").await?;
+    }
+    let view = format!(
+        "CREATE VIEW corpus_ordered AS {}",
+        ordered.join(" UNION ALL ")
+    );
+    run_statements(ctx, &view, "input order").await
+}
+
+/// Stage 0: ids must be present and unique (pairs, groups and dedup refer to documents by id),
+/// and not in the index the batch is matched against, if any.
+pub async fn check_ids(
+    ctx: &SessionContext,
+    corpus: &Corpus,
+    bindings: &Bindings,
+    batch: Option<&IndexedBatch>,
+    id_column: &str,
+) -> Result<()> {
+    let missing = query_stage(ctx, &stages::IDS_MISSING, bindings).await?;
+    let mut places = Vec::new();
+    for batch in &missing {
+        let orders = as_int64_array(batch.column(0)).context(|| "NULL ids".into())?;
+        places.extend(orders.iter().flatten().map(|o| corpus.locate(o)));
+    }
+    if !places.is_empty() {
+        return Err(Error::Input(format!(
+            "id column '{id_column}' is NULL at {}; every document needs an id",
+            places.join(", ")
+        )));
+    }
+    let repeated = query_stage(ctx, &stages::IDS_REPEATED, bindings).await?;
+    if repeated.iter().any(|b| b.num_rows() > 0) {
+        return Err(Error::Input(format!(
+            "id column '{id_column}' has duplicate values; ids must be unique. Some of them:\n{}",
+            crate::engine::sql::pretty(&repeated)?
+        )));
+    }
+    match batch {
+        Some(batch) => batch.check_new_ids(ctx, bindings).await,
+        None => Ok(()),
+    }
+}
+
+/// A stage failed inside DataFusion: if an input file or a file of the index the job matches
+/// against is corrupt, say which one (DataFusion's message does not say which file of many it
+/// was reading).
+pub async fn name_corrupt_input(
+    ctx: &SessionContext,
+    error: Error,
+    corpus: &Corpus,
+    batch: Option<&IndexedBatch>,
+    console: &Console,
+) -> Error {
+    // On a cluster the failure is as likely the cluster's, and reading every file again there
+    // would stream the corpus through this process: report the error as it came.
+    if !matches!(error, Error::Query { .. }) || console.cluster.is_some() {
+        return error;
+    }
+    if let Some((file, message)) = find_unreadable_file(ctx, &corpus.files).await {
+        return Error::Input(format!("{} cannot be read: {message}", file.display()));
+    }
+    match batch {
+        Some(batch) => batch.index.name_unreadable_file(ctx).await.unwrap_or(error),
+        None => error,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+    use std::sync::Arc;
+
+    use datafusion::arrow::datatypes::{Field, Schema};
+
+    use super::*;
+
+    fn corpus(columns: &[&str]) -> Corpus {
+        let fields: Vec<Field> = columns
+            .iter()
+            .map(|name| Field::new(*name, DataType::Utf8, true))
+            .collect();
+        Corpus {
+            files: vec![PathBuf::from("/data/in.parquet")],
+            schema: Arc::new(Schema::new(fields)),
+            rows: 0,
+            partition_columns: Vec::new(),
+            partition_values: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn partition_columns_are_checked_before_any_work() {
+        let corpus = corpus(&["id", "text", "dt"]);
+        let names = |list: &[&str]| list.iter().map(|c| c.to_string()).collect::<Vec<_>>();
+        let clause = partition_clause(&corpus, &names(&["dt"])).unwrap();
+        assert_eq!(clause, "PARTITIONED BY (dt)");
+        assert_eq!(partition_clause(&corpus, &[]).unwrap(), "");
+        let err = partition_clause(&corpus, &names(&["nosuch"])).unwrap_err();
+        assert_eq!(err.exit_code(), 1);
+        let message = err.to_string();
+        assert!(
+            message.contains("no column 'nosuch'") && message.contains("id, text, dt"),
+            "{message}"
+        );
+        assert!(!message.contains("-column"), "{message}");
+        let err = partition_clause(&corpus, &names(&["dt", "dt"])).unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        assert!(err.to_string().contains("'dt' is named twice"), "{err}");
+        let err = partition_clause(&corpus, &names(&["id", "text", "dt"])).unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        assert!(err.to_string().contains("all the input's columns"), "{err}");
+    }
+}
