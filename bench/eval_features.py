@@ -2,7 +2,8 @@
 """Scores feature options on the labelled data in ../shared/data and prints markdown tables.
 
 Every configuration in CONFIGS is run (`neardup run --features ...`) on each data set and scored
-with `neardup eval --format json` at the run's k (3 unless the configuration says `--k N`). Results go to docs/EVALUATION.md by hand.
+with `neardup eval --format json` at the run's k (3, unverified, unless the configuration gives
+flags such as `--k N --verify T`; `DEFAULTS` is `run`'s own defaults). Results go to docs/EVALUATION.md by hand.
 
     cargo build --release
     python3 bench/eval_features.py                  # every configuration
@@ -43,8 +44,8 @@ CONFIGS = [
     "mode=chars,n=4",
     "mode=chars,n=5",
     # 128 bits: the same features, eight bands; k = 6 of 128 is about k = 3 of 64.
-    "bits=128 --k 6",
-    "bits=128 --k 7",
+    "bits=128 --k 6 --verify off",
+    "bits=128 --k 7 --verify off",
 ]
 
 
@@ -140,11 +141,18 @@ def prepare():
 
 
 def score(config, name, corpus, truth):
-    """Runs one configuration ("<features>" or "<features> --k <k>") on one data set."""
+    """Runs one configuration on one data set: "<features>" at k = 3 without verification (the
+    features were chosen so), or "<features> --flag value ..." with the flags given (e.g.
+    " --verify 0.75 --k 8"; "DEFAULTS" alone runs `run`'s own defaults)."""
     out = f"{WORK}/out_{name}"
-    features, _, k = config.partition(" --k ")
+    features, *flags = config.split(" --")
+    extra = [word for flag in flags for word in ("--" + flag).split()]
+    if features == "DEFAULTS":
+        features = ""
+    elif not flags:
+        extra = ["--verify", "off", "--k", "3"]
     neardup("run", "--input", corpus, "--output", out, "--overwrite", "--features", features,
-            "--k", k or "3")
+            *extra)
     summary = json.load(open(f"{out}/summary.json"))
     row = json.loads(neardup("eval", "--output", out, *truth, "--format", "json"))["rows"][-1]
     signing = next(s["seconds"] for s in summary["stages"] if s["stage"] == "signatures")

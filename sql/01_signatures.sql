@@ -10,12 +10,14 @@
 -- mode. simhash is NULL when the text is NULL or has nothing to fingerprint (empty, whitespace,
 -- punctuation only) unless the options say empty=exact; such documents take no part in
 -- matching. `features` counts the distinct features: a document with fewer than min_features
--- was fingerprinted by an exact hash (the short-text policy, see docs/FEATURES.md).
+-- was fingerprinted by an exact hash (the short-text policy, see docs/FEATURES.md). `sketch` is
+-- the MinHash sketch of the same features (256 bytes), which sql/04_verify.sql compares.
 
 CREATE VIEW signed AS
 SELECT id,
        "details.simhash" AS simhash,
        "details.features" AS features,
+       "details.sketch" AS sketch,
        text_bytes,
        input_order
 FROM (
@@ -24,7 +26,7 @@ FROM (
     SELECT id, unnest(details), text_bytes, input_order
     FROM (
         SELECT ${id} AS id,
-               simhash_details(${text}, ${features}) AS details,
+               simhash_sketch(${text}, ${features}) AS details,
                octet_length(${text}) AS text_bytes,
                __neardup_input_order AS input_order
         FROM corpus_ordered
@@ -38,7 +40,8 @@ COPY (
            ${bucket_columns},
            text_bytes,
            input_order,
-           features
+           features,
+           sketch
     FROM signed
 ) TO ${signatures_dir} STORED AS PARQUET;
 

@@ -9,5 +9,7 @@ SELECT ${id} AS id,
        bucket(${simhash}, 3) AS bucket3,
        bucket(${simhash}, 4) AS bucket4,
        CAST(NULL AS BIGINT) AS text_bytes,
-       __neardup_input_order AS input_order
+       __neardup_input_order AS input_order,
+       -- No texts, so no sketch: `match` does not verify its candidates.
+       arrow_cast(NULL, 'FixedSizeBinary(256)') AS sketch
 FROM corpus_ordered;

@@ -10,7 +10,7 @@
 -- sql/02_fingerprints_index.sql adds the indexed documents, which are not).
 
 CREATE VIEW documents AS
-SELECT id, simhash, CAST(${batch} AS BIGINT) AS batch, input_order, true AS fresh
+SELECT id, simhash, CAST(${batch} AS BIGINT) AS batch, input_order, true AS fresh, sketch
 FROM signatures;
 
 COPY (

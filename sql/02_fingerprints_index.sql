@@ -8,10 +8,10 @@
 -- indexed neighbours, and stage 4 lists only the document pairs with a new document.
 
 CREATE VIEW documents AS
-SELECT id, simhash, batch, input_order, false AS fresh
+SELECT id, simhash, batch, input_order, false AS fresh, sketch
 FROM index_documents
 UNION ALL
-SELECT id, simhash, CAST(${batch} AS BIGINT) AS batch, input_order, true AS fresh
+SELECT id, simhash, CAST(${batch} AS BIGINT) AS batch, input_order, true AS fresh, sketch
 FROM signatures;
 
 COPY (

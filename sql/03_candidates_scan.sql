@@ -28,4 +28,4 @@ COPY (
             GROUP BY band, band_key(simhash, band, ${plan}) % arrow_cast(16, 'UInt64')
         )
     )
-) TO ${fingerprint_pairs_dir} STORED AS PARQUET;
+) TO ${candidate_pairs_dir} STORED AS PARQUET;

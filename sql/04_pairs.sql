@@ -1,5 +1,7 @@
 -- Stage 4: document pairs: the documents behind each fingerprint pair, and every two documents
--- that share a fingerprint (distance 0). One row per unordered pair, id_a < id_b.
+-- that share a fingerprint (distance 0). One row per unordered pair, id_a < id_b, with the
+-- estimated Jaccard similarity of their fingerprints' features (sql/04_verify.sql); NULL for
+-- two documents of one fingerprint, which are duplicates without a check.
 --
 -- Reads `documents` (stage 2). Only pairs with a new (`fresh`) document are listed: against an
 -- index, pairs of indexed documents were listed by their own batches; without one every
@@ -8,7 +10,8 @@
 COPY (
     SELECT CASE WHEN x.id < y.id THEN x.id ELSE y.id END AS id_a,
            CASE WHEN x.id < y.id THEN y.id ELSE x.id END AS id_b,
-           p.distance AS distance
+           p.distance AS distance,
+           p.similarity AS similarity
     FROM fingerprint_pairs p
     JOIN documents x ON x.simhash = p.simhash_a
     JOIN documents y ON y.simhash = p.simhash_b
@@ -16,7 +19,9 @@ COPY (
     UNION ALL
     SELECT CASE WHEN x.id < y.id THEN x.id ELSE y.id END AS id_a,
            CASE WHEN x.id < y.id THEN y.id ELSE x.id END AS id_b,
-           arrow_cast(0, 'UInt8') AS distance
+           arrow_cast(0, 'UInt8') AS distance,
+           -- Documents of one fingerprint are not checked against each other.
+           CAST(NULL AS DOUBLE) AS similarity
     FROM documents x
     JOIN documents y ON x.simhash = y.simhash AND x.id <> y.id
     WHERE x.fresh AND (NOT y.fresh OR x.id < y.id)

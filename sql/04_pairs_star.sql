@@ -22,7 +22,8 @@ GROUP BY simhash;
 COPY (
     SELECT CASE WHEN x.id < y.id THEN x.id ELSE y.id END AS id_a,
            CASE WHEN x.id < y.id THEN y.id ELSE x.id END AS id_b,
-           p.distance AS distance
+           p.distance AS distance,
+           p.similarity AS similarity
     FROM fingerprint_pairs p
     JOIN heads x ON x.simhash = p.simhash_a
     JOIN heads y ON y.simhash = p.simhash_b
@@ -30,7 +31,8 @@ COPY (
     UNION ALL
     SELECT CASE WHEN s.id < h.id THEN s.id ELSE h.id END AS id_a,
            CASE WHEN s.id < h.id THEN h.id ELSE s.id END AS id_b,
-           arrow_cast(0, 'UInt8') AS distance
+           arrow_cast(0, 'UInt8') AS distance,
+           CAST(NULL AS DOUBLE) AS similarity
     FROM documents s
     JOIN heads h ON s.simhash = h.simhash AND s.id <> h.id
     WHERE s.fresh

@@ -7,6 +7,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::cli::values::{
     Cut, FeaturesArg, parse_features, parse_k, parse_max_rows, parse_memory_limit, parse_sweep,
+    parse_verify,
 };
 use crate::commands::eval::EvalOptions;
 use crate::commands::generate::GenerateOptions;
@@ -20,6 +21,7 @@ use crate::error::Result;
 use crate::fingerprint::Width;
 use crate::job::choices::Clustering;
 use crate::job::choices::{Matching, PairsListed};
+use crate::job::config::Verify;
 use crate::job::{IndexOptions, JobRequest, Source};
 
 #[derive(Debug, Parser)]
@@ -284,8 +286,8 @@ pub struct EvalArgs {
 
 #[derive(Debug, Args)]
 #[command(after_help = "Outputs under --output:\n  \
-signatures/   id, simhash, bucket1..bucket4, text_bytes, input_order, features (one row per document)\n  \
-pairs/        id_a < id_b, distance (one row per pair within k)\n  \
+signatures/   id, simhash, bucket1..bucket4, text_bytes, input_order, features, sketch (one row per document)\n  \
+pairs/        id_a < id_b, distance, similarity (one row per verified pair within k)\n  \
 groups/       id, group_id, representative_id, group_size, distance (duplicated documents)\n  \
 dedup/        the input rows minus the non-representative group members\n  \
 summary.json  parameters, inputs, counts, stage times\n\n\
@@ -314,10 +316,16 @@ pub struct RunArgs {
     /// Column holding the document text.
     #[arg(long, default_value = "text", value_name = "NAME")]
     pub text_column: String,
-    /// Largest Hamming distance at which two documents are duplicates: 0..=8 of 64 bits,
-    /// 0..=16 of 128 bits; every pair within it is found, whatever the plan.
-    #[arg(long, default_value_t = 3, value_parser = Cut(parse_k))]
-    pub k: u32,
+    /// Largest Hamming distance at which two documents are candidates: 0..=8 of 64 bits,
+    /// 0..=16 of 128 bits; every pair within it is found, whatever the plan, and then verified
+    /// (--verify) [default: 8 (16 with --bits 128); 3 with --verify off; an existing --index's].
+    #[arg(long, value_parser = Cut(parse_k))]
+    pub k: Option<u32>,
+    /// Keep a candidate pair only if the estimated Jaccard similarity of the two documents'
+    /// features is at least this (0..=1; from the MinHash sketch in signatures), or `off` to
+    /// keep every pair within k, unverified [default: 0.75; an existing --index's].
+    #[arg(long, value_name = "T|off", value_parser = Cut(parse_verify))]
+    pub verify: Option<Verify>,
     #[command(flatten)]
     pub job: JobArgs,
     /// Cleaning and feature options, e.g. mode=chars,n=3 (listed below; unset keys keep their
@@ -462,6 +470,7 @@ impl RunArgs {
             output: self.output,
             id_column: self.id_column,
             k: self.k,
+            verify: self.verify,
             bits,
             features_bits: self.features.bits,
             index: self.index.options(),
@@ -481,7 +490,8 @@ impl MatchArgs {
             source,
             output: self.output,
             id_column: self.id_column,
-            k: self.k,
+            k: Some(self.k),
+            verify: None,
             bits: None,
             features_bits: None,
             index: self.index.options(),
@@ -496,7 +506,8 @@ struct Parts {
     source: Source,
     output: PathBuf,
     id_column: String,
-    k: u32,
+    k: Option<u32>,
+    verify: Option<Verify>,
     bits: Option<Width>,
     features_bits: Option<Width>,
     index: Option<IndexOptions>,
@@ -511,6 +522,7 @@ impl JobArgs {
             output: parts.output,
             id_column: parts.id_column,
             k: parts.k,
+            verify: parts.verify,
             bits: parts.bits,
             features_bits: parts.features_bits,
             matching: self.matching,
@@ -554,7 +566,7 @@ pub struct MatchArgs {
 #[command(
     after_help = "Several statements may be given, separated by ';' (in the argument, with -c, \
 in -f files or on standard input): all run, the last one's result is written.\nFunctions: simhash(text [, options]), simhash_details(text [, options]), \
-clean_text(text [, options]), hamming(a, b), bucket(simhash, n), band_key(simhash, band, plan), \
+simhash_sketch(text [, options]), sketch_similarity(a, b), clean_text(text [, options]), hamming(a, b), bucket(simhash, n), band_key(simhash, band, plan), \
 shared_band(a, b, plan), and the aggregate band_pairs(simhash, band, k [, plan]). Options are run's --features string, e.g. 'mode=chars,n=3'."
 )]
 pub struct QueryArgs {

@@ -2,7 +2,7 @@
 //! Each error echoes the value cut to `crate::error::ECHO_LIMIT` characters.
 
 use crate::fingerprint::{MAX_K, Width};
-use crate::job::config::MAX_K_ANY_WIDTH;
+use crate::job::config::{MAX_K_ANY_WIDTH, Verify};
 use crate::text::FeatureOptions;
 
 pub fn parse_sweep(text: &str) -> std::result::Result<(u32, u32), String> {
@@ -141,6 +141,22 @@ pub fn parse_features(text: &str) -> std::result::Result<FeaturesArg, String> {
         .filter_map(Width::from_bits)
         .next_back();
     Ok(FeaturesArg { options, bits })
+}
+
+/// `--verify`: `off`, or a similarity threshold in 0..=1.
+pub fn parse_verify(text: &str) -> std::result::Result<Verify, String> {
+    let text = text.trim();
+    if text.eq_ignore_ascii_case("off") {
+        return Ok(Verify::Off);
+    }
+    match text.parse::<f64>() {
+        Ok(t) if (0.0..=1.0).contains(&t) => Ok(Verify::AtLeast(t)),
+        _ => Err(
+            "a similarity threshold from 0 to 1 (e.g. 0.75, the default), or off to keep every \
+             pair within k unverified"
+                .into(),
+        ),
+    }
 }
 
 /// `--maxrows`: a count, or `inf` for every row.

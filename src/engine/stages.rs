@@ -38,6 +38,7 @@ stages! {
     PLAN_SAMPLE = "03_plan_sample.sql";
     PAIRS = "04_pairs.sql";
     PAIRS_STAR = "04_pairs_star.sql";
+    VERIFY = "04_verify.sql";
     COMPONENTS_EDGES = "05_components_edges.sql";
     COMPONENTS_INDEX_GROUPS = "05_components_index_groups.sql";
     COMPONENTS_LABELS = "05_components_labels.sql";

@@ -58,6 +58,10 @@ pub struct IndexMeta {
     /// (`crate::digest`): an edited file fingerprints differently under the same path.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub feature_files: BTreeMap<String, String>,
+    /// The `--verify` threshold the batches' candidate pairs were checked with; absent for
+    /// `--verify off` (and for indexes built before documents kept a sketch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify: Option<f64>,
 }
 
 impl IndexMeta {
@@ -67,6 +71,7 @@ impl IndexMeta {
         features: &str,
         id_type: &DataType,
         feature_files: BTreeMap<String, String>,
+        verify: Option<f64>,
     ) -> Self {
         Self {
             format: FORMAT.into(),
@@ -76,7 +81,18 @@ impl IndexMeta {
             features: features.into(),
             id_type: id_type.to_string(),
             feature_files,
+            verify,
         }
+    }
+
+    /// The settings of the index in `dir`, if there is one, for a run's defaults: a run that
+    /// names neither `--k` nor `--verify` takes the index's.
+    pub fn of_existing(dir: &Path) -> Result<Option<Self>> {
+        let path = dir.join(META_FILE);
+        if !path.is_file() {
+            return Ok(None);
+        }
+        read_json(&path).map(Some)
     }
 }
 
@@ -302,6 +318,10 @@ impl Index {
         if meta.k != asked.k {
             return mismatch("--k", meta.k.to_string(), asked.k.to_string());
         }
+        if meta.verify != asked.verify {
+            let shown = |v: Option<f64>| v.map_or("off".to_string(), |t| t.to_string());
+            return mismatch("--verify", shown(meta.verify), shown(asked.verify));
+        }
         if meta.features != asked.features {
             return mismatch(
                 "features",
@@ -396,6 +416,8 @@ impl Index {
         }
         document_fields.push(Field::new("batch", DataType::Int64, false));
         document_fields.push(Field::new("input_order", DataType::Int64, false));
+        // Absent from the files of indexes built before documents kept a sketch: read as NULL.
+        document_fields.push(Field::new("sketch", crate::udf::sketch_type(), true));
         let log_fields = vec![
             Field::new("id", id_type.clone(), false),
             Field::new("group_id", DataType::UInt64, false),
@@ -598,7 +620,7 @@ mod tests {
     fn settings_must_match_and_batches_without_marker_are_not_read() {
         let root = tempfile::tempdir().unwrap();
         let dir = root.path().join("index");
-        let meta = IndexMeta::new(64, 3, "mode=auto", &DataType::Int64, BTreeMap::new());
+        let meta = IndexMeta::new(64, 3, "mode=auto", &DataType::Int64, BTreeMap::new(), None);
         let index = Index::open(&dir, true).unwrap();
         let staging = index.stage_batch(1).unwrap();
         let batch = BatchMeta {
@@ -618,10 +640,10 @@ mod tests {
         assert_eq!((index.next_batch(), index.next_group_id()), (2, 4));
         assert_eq!(index.documents(), 7);
         assert!(index.check_settings(&meta).is_ok());
-        let other_k = IndexMeta::new(64, 5, "mode=auto", &DataType::Int64, BTreeMap::new());
+        let other_k = IndexMeta::new(64, 5, "mode=auto", &DataType::Int64, BTreeMap::new(), None);
         let err = index.check_settings(&other_k).unwrap_err().to_string();
         assert!(err.contains("--k 3") && err.contains("5"), "{err}");
-        let other_id = IndexMeta::new(64, 3, "mode=auto", &DataType::Utf8, BTreeMap::new());
+        let other_id = IndexMeta::new(64, 3, "mode=auto", &DataType::Utf8, BTreeMap::new(), None);
         let err = index.check_settings(&other_id).unwrap_err().to_string();
         assert!(err.contains("id type Int64"), "{err}");
         // A run that opened the folder before batch 1 landed cannot change the settings.

@@ -91,6 +91,9 @@ pub struct JobConfig {
     pub id_column: String,
     pub k: u32,
     pub width: Width,
+    /// `--verify T`: candidate pairs within k are kept when the estimated Jaccard similarity of
+    /// the two documents' features is at least T; `None` (`--verify off`) keeps every one.
+    pub verify: Option<f64>,
     pub matching: Matching,
     pub plan: PlanChoice,
     /// Which document pairs `pairs` lists (`--pairs`).
@@ -104,6 +107,24 @@ pub struct JobConfig {
     pub console: Console,
 }
 
+/// `--verify`: off, or the smallest estimated Jaccard similarity a pair must have.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Verify {
+    Off,
+    AtLeast(f64),
+}
+
+/// The threshold `run` verifies with by default: where F1 peaks on real edited pages
+/// (docs/EVALUATION.md), on a plateau from 0.7 to 0.8.
+pub const DEFAULT_MIN_SIMILARITY: f64 = 0.75;
+
+/// k without verification: the largest distance at which unverified pairs stay precise.
+pub const DEFAULT_K: u32 = 3;
+
+/// k with verification, for 64-bit fingerprints: candidates reach as far as the band plans do
+/// at a cost close to k = 3's, and verification keeps the precision (docs/EVALUATION.md).
+pub const DEFAULT_K_VERIFIED: u32 = 8;
+
 /// What the command line asked for, before the rules between options are applied.
 #[derive(Debug, Clone)]
 pub struct JobRequest {
@@ -111,7 +132,10 @@ pub struct JobRequest {
     pub source: Source,
     pub output: PathBuf,
     pub id_column: String,
-    pub k: u32,
+    /// `--k`, if given (the default depends on the verification and on an existing index).
+    pub k: Option<u32>,
+    /// `--verify`, if given.
+    pub verify: Option<Verify>,
     /// `--bits`, if given.
     pub bits: Option<Width>,
     /// The `bits=` of `--features`, if it names one (`FeatureOptions` alone cannot tell
@@ -147,8 +171,9 @@ impl JobRequest {
             }
             Source::Fingerprints { .. } => Width::Bits64,
         };
-        check_k(self.k, width)?;
-        let plan = PlanChoice::parse(&self.plan, self.k, width)?;
+        let (k, verify) = k_and_verify(self.k, self.verify, self.index.as_ref(), &source, width)?;
+        check_k(k, width)?;
+        let plan = PlanChoice::parse(&self.plan, k, width)?;
         let clustering = self.clustering.unwrap_or(match self.console.cluster {
             Some(_) => Clustering::Sql,
             None => Clustering::UnionFind,
@@ -166,8 +191,9 @@ impl JobRequest {
             source,
             output: self.output,
             id_column: self.id_column,
-            k: self.k,
+            k,
             width,
+            verify,
             matching: self.matching,
             plan,
             pairs: self.pairs,
@@ -177,6 +203,39 @@ impl JobRequest {
             console: self.console,
         })
     }
+}
+
+/// k and the verification threshold: as given; else those of the index the run adds to
+/// (its batches must share them); else verification at `DEFAULT_MIN_SIMILARITY` with
+/// candidates up to `DEFAULT_K_VERIFIED` (twice that of 128 bits). `match` has no texts to
+/// verify, so it does not, with `DEFAULT_K`.
+fn k_and_verify(
+    k: Option<u32>,
+    asked: Option<Verify>,
+    index: Option<&IndexOptions>,
+    source: &Source,
+    width: Width,
+) -> Result<(u32, Option<f64>)> {
+    if let Source::Fingerprints { .. } = source {
+        return Ok((k.unwrap_or(DEFAULT_K), None));
+    }
+    let indexed = match index {
+        Some(index) => crate::index::IndexMeta::of_existing(&index.dir)?,
+        None => None,
+    };
+    let verify = match (asked, &indexed) {
+        (Some(Verify::Off), _) => None,
+        (Some(Verify::AtLeast(t)), _) => Some(t),
+        (None, Some(meta)) => meta.verify,
+        (None, None) => Some(DEFAULT_MIN_SIMILARITY),
+    };
+    let k = match (k, &indexed) {
+        (Some(k), _) => k,
+        (None, Some(meta)) if asked.is_none() => meta.k,
+        (None, _) if verify.is_some() => DEFAULT_K_VERIFIED * width.bits() / 64,
+        (None, _) => DEFAULT_K,
+    };
+    Ok((k, verify))
 }
 
 /// Checks k is one the band plans find exactly for the width.
@@ -248,7 +307,8 @@ mod tests {
             },
             output: PathBuf::from("out"),
             id_column: "id".into(),
-            k: 3,
+            k: Some(3),
+            verify: None,
             bits,
             features_bits,
             matching: Matching::Scan,
@@ -282,10 +342,10 @@ mod tests {
     #[test]
     fn k_plan_clustering_and_matching_are_checked_against_the_width() {
         let mut wide = request(Some(Width::Bits128), None);
-        wide.k = 16;
+        wide.k = Some(16);
         assert_eq!(wide.clone().resolve().unwrap().k, 16);
         let mut narrow = request(None, None);
-        narrow.k = 9;
+        narrow.k = Some(9);
         let err = narrow.resolve().unwrap_err();
         assert_eq!(err.exit_code(), 2);
         assert!(err.to_string().contains("allowed: 0..=8"), "{err}");
@@ -316,5 +376,59 @@ mod tests {
         let defaults = request(None, None).resolve().unwrap();
         assert_eq!(defaults.clustering, Clustering::UnionFind);
         assert_eq!(defaults.plan.chosen_by, "planner");
+    }
+
+    #[test]
+    fn runs_verify_by_default_with_candidates_up_to_k_8_and_off_means_today_s_k() {
+        let mut asked = request(None, None);
+        asked.k = None;
+        let config = asked.clone().resolve().unwrap();
+        assert_eq!((config.k, config.verify), (8, Some(0.75)));
+        let mut wide = asked.clone();
+        wide.bits = Some(Width::Bits128);
+        assert_eq!(wide.resolve().unwrap().k, 16);
+        let mut off = asked.clone();
+        off.verify = Some(Verify::Off);
+        let config = off.resolve().unwrap();
+        assert_eq!((config.k, config.verify), (3, None));
+        let mut strict = asked.clone();
+        strict.verify = Some(Verify::AtLeast(0.9));
+        assert_eq!(strict.resolve().unwrap().verify, Some(0.9));
+        let mut given = asked;
+        given.source = Source::Fingerprints {
+            simhash_column: "simhash".into(),
+        };
+        let config = given.resolve().unwrap();
+        assert_eq!(
+            (config.k, config.verify),
+            (3, None),
+            "match does not verify"
+        );
+    }
+
+    #[test]
+    fn an_existing_index_gives_its_k_and_verification_as_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let meta = crate::index::IndexMeta::new(
+            64,
+            3,
+            "mode=auto",
+            &datafusion::arrow::datatypes::DataType::Int64,
+            Default::default(),
+            None,
+        );
+        let json = serde_json::to_string(&meta).unwrap();
+        std::fs::write(dir.path().join("index.json"), json).unwrap();
+        let mut asked = request(None, None);
+        asked.k = None;
+        asked.index = Some(IndexOptions {
+            dir: dir.path().to_path_buf(),
+            update: true,
+        });
+        let config = asked.clone().resolve().unwrap();
+        assert_eq!((config.k, config.verify), (3, None));
+        asked.verify = Some(Verify::AtLeast(0.75));
+        let config = asked.resolve().unwrap();
+        assert_eq!((config.k, config.verify), (8, Some(0.75)));
     }
 }

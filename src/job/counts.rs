@@ -30,6 +30,7 @@ pub async fn count(ctx: &SessionContext, params: &StageParams) -> Result<Counts>
         empty_texts: first_value(&documents, 4)?,
         short_texts: first_value(&documents, 5)?,
         distinct_fingerprints: first_value(&documents, 3)?,
+        candidate_pairs: count_rows(ctx, "candidate_pairs").await?,
         fingerprint_pairs: count_rows(ctx, "fingerprint_pairs").await?,
         pairs: count_rows(ctx, "pairs").await?,
         groups: first_value(&groups, 0)?,

@@ -34,6 +34,7 @@ pub(super) fn parameters(
         source_column: config.source.column().to_string(),
         fingerprint_bits: config.width.bits(),
         bands: config.width.bands() as u32,
+        min_similarity: config.verify,
         features: config.source.features(),
         partition_by,
         feature_files,
@@ -139,7 +140,8 @@ fn finish(
         stage.rows = match stage.stage.as_str() {
             "signatures" => Some(counts.documents),
             "fingerprints" => Some(counts.distinct_fingerprints),
-            "candidates" => Some(counts.fingerprint_pairs),
+            "candidates" => Some(counts.candidate_pairs),
+            "verify" => Some(counts.fingerprint_pairs),
             "pairs" => Some(counts.pairs),
             "groups" => Some(counts.grouped_documents),
             "dedup" => counts.documents_kept,

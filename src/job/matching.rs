@@ -114,6 +114,9 @@ pub async fn run_matching(
         run_stage(ctx, &stages::CANDIDATES_TABLE, &bindings).await
     };
     clock.time("candidates", passes).await?;
+    clock
+        .time("verify", run_stage(ctx, &stages::VERIFY, &bindings))
+        .await?;
     let pairs = config.pairs.stage();
     clock
         .time("pairs", run_stage(ctx, &pairs, &bindings))

@@ -54,6 +54,7 @@ pub async fn run(config: &JobConfig) -> Result<Summary> {
         &config.source.features(),
         &checked.id_type,
         checked.feature_files.clone(),
+        config.verify,
     );
     let batch = IndexedBatch::open(config.index.as_ref(), settings)?;
     let staging = StagingDir::create(&config.output, config.overwrite)?;
@@ -66,6 +67,7 @@ pub async fn run(config: &JobConfig) -> Result<Summary> {
         width: config.width,
         source: checked.params,
         index: None,
+        verify: config.verify,
     };
     if let Some(batch) = &batch {
         params.index = Some(batch.prepare(&ctx, &checked.id_type, config.width).await?);

@@ -23,6 +23,9 @@ pub struct StageParams {
     pub source: SourceParams,
     /// Against a signature index: this batch and where its part of the index is staged.
     pub index: Option<IndexParams>,
+    /// `--verify T`: candidate pairs are kept when their estimated Jaccard similarity is at
+    /// least T; `None` keeps every candidate.
+    pub verify: Option<f64>,
 }
 
 /// What the signature stage reads.
@@ -62,7 +65,15 @@ impl StageParams {
             .set("groups_dir", table("groups"))
             .set("dedup_dir", table("dedup"))
             .set("fingerprints_dir", work("fingerprints"))
+            .set("candidate_pairs_dir", work("candidate_pairs"))
+            .set("sketches_dir", work("sketches"))
             .set("fingerprint_pairs_dir", work("fingerprint_pairs"))
+            .set("verify", self.verify.is_some().to_string())
+            // A float literal either way (the threshold is unused when not verifying).
+            .set(
+                "min_similarity",
+                format!("{:?}", self.verify.unwrap_or(0.0)),
+            )
             .set("members_dir", work("members"))
             .set("grouped_members_dir", work("grouped_members"));
         // The band columns: bucket1..bucket4 of 64 bits, bucket1..bucket8 of 128.
@@ -165,6 +176,7 @@ mod tests {
                 next_group_id: 7,
                 part: Some(PathBuf::from("/tmp/index/.part")),
             }),
+            verify: Some(0.75),
         }
     }
 

@@ -45,6 +45,10 @@ pub struct Parameters {
     pub source_column: String,
     pub fingerprint_bits: u32,
     pub bands: u32,
+    /// `--verify`: the smallest estimated Jaccard similarity a candidate pair needed; absent
+    /// when the run did not verify (`--verify off`, and `match`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_similarity: Option<f64>,
     pub features: String,
     /// Columns `dedup` is partitioned by (`--partition-by`), Hive style; empty when not.
     #[serde(default)]
@@ -100,7 +104,11 @@ pub struct Counts {
     #[serde(default)]
     pub short_texts: u64,
     pub distinct_fingerprints: u64,
-    /// Pairs of distinct fingerprints within distance k.
+    /// Pairs of distinct fingerprints within distance k, before verification.
+    #[serde(default)]
+    pub candidate_pairs: u64,
+    /// Pairs of distinct fingerprints within distance k that passed verification (all the
+    /// candidates with `--verify off`).
     pub fingerprint_pairs: u64,
     /// Pairs of documents within distance k (rows of `pairs`).
     pub pairs: u64,

@@ -16,6 +16,7 @@ mod chinese;
 mod clean;
 mod markup;
 pub mod options;
+pub mod sketch;
 mod words;
 
 use std::borrow::Cow;
@@ -152,6 +153,17 @@ impl Featurizer {
     /// The text as the features see it, after cleaning.
     pub fn clean<'a>(&self, text: &'a str) -> Cow<'a, str> {
         clean::clean(text, &self.options.cleaning)
+    }
+
+    /// The sketch of the distinct features of the document `fingerprint` was last called with
+    /// on `scratch` (no second pass over the text): what verifies a candidate pair.
+    pub fn sketch(&self, scratch: &Scratch) -> [u8; sketch::SKETCH_BYTES] {
+        let mut builder = sketch::SketchBuilder::default();
+        for &(hash, _) in &scratch.features {
+            // The low 64 bits: a 64-bit feature hash whole, or half of a 128-bit one.
+            builder.add(hash as u64);
+        }
+        builder.finish()
     }
 
     /// Fingerprints one document. Repeats of a feature are summed first and the sum votes

@@ -6,6 +6,7 @@ mod band_pairs;
 mod bucket;
 mod hamming;
 mod simhash;
+mod similarity;
 
 use std::sync::Arc;
 
@@ -18,7 +19,8 @@ pub use band_pairs::band_pairs_udaf;
 pub use bucket::bucket_udf;
 pub use hamming::hamming_udf;
 pub(crate) use hamming::wide_value;
-pub use simhash::{clean_text_udf, simhash_details_udf, simhash_udf};
+pub use simhash::{clean_text_udf, simhash_details_udf, simhash_sketch_udf, simhash_udf};
+pub use similarity::{sketch_similarity_udf, sketch_type};
 
 /// Every scalar function this crate provides (the aggregate `band_pairs` is registered beside
 /// them by `register_all`).
@@ -26,6 +28,8 @@ pub fn functions() -> Vec<Arc<ScalarUDF>> {
     vec![
         simhash_udf(),
         simhash_details_udf(),
+        simhash_sketch_udf(),
+        sketch_similarity_udf(),
         clean_text_udf(),
         hamming_udf(),
         bucket_udf(),

@@ -5,6 +5,10 @@
 //! - `simhash_details(text [, options]) -> Struct {simhash UInt64, features UInt32}`: the same
 //!   fingerprint with the number of distinct features it was made of (what the signature stage
 //!   writes, so one pass gives both).
+//! - `simhash_sketch(text [, options]) -> Struct {simhash, features, sketch FixedSizeBinary(256)}`:
+//!   the details and the MinHash sketch of the same features (`crate::text::sketch`), from which
+//!   `sketch_similarity` estimates two documents' Jaccard similarity (what the signature stage
+//!   writes: one pass gives all three).
 //! - `clean_text(text [, options]) -> Utf8`: the text as the features see it.
 //!
 //! The options must be a constant string; they are checked when the query is planned.
@@ -25,12 +29,14 @@ use datafusion::logical_expr::{
 };
 
 use crate::fingerprint::Width;
+use crate::text::sketch::SKETCH_BYTES;
 use crate::text::{Featurizer, Fingerprint, Scratch};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Output {
     Simhash,
     Details,
+    Sketch,
     Clean,
 }
 
@@ -38,6 +44,8 @@ static SIMHASH: LazyLock<Arc<ScalarUDF>> =
     LazyLock::new(|| Arc::new(ScalarUDF::new_from_impl(TextFunc::new(Output::Simhash))));
 static DETAILS: LazyLock<Arc<ScalarUDF>> =
     LazyLock::new(|| Arc::new(ScalarUDF::new_from_impl(TextFunc::new(Output::Details))));
+static SKETCH: LazyLock<Arc<ScalarUDF>> =
+    LazyLock::new(|| Arc::new(ScalarUDF::new_from_impl(TextFunc::new(Output::Sketch))));
 static CLEAN: LazyLock<Arc<ScalarUDF>> =
     LazyLock::new(|| Arc::new(ScalarUDF::new_from_impl(TextFunc::new(Output::Clean))));
 
@@ -49,6 +57,11 @@ pub fn simhash_udf() -> Arc<ScalarUDF> {
 /// The `simhash_details` SQL function.
 pub fn simhash_details_udf() -> Arc<ScalarUDF> {
     Arc::clone(&DETAILS)
+}
+
+/// The `simhash_sketch` SQL function.
+pub fn simhash_sketch_udf() -> Arc<ScalarUDF> {
+    Arc::clone(&SKETCH)
 }
 
 /// The `clean_text` SQL function.
@@ -77,6 +90,15 @@ fn details_fields(width: Width) -> Fields {
     ])
 }
 
+fn sketch_fields(width: Width) -> Fields {
+    let mut fields: Vec<Field> = details_fields(width)
+        .iter()
+        .map(|f| f.as_ref().clone())
+        .collect();
+    fields.push(Field::new("sketch", super::similarity::sketch_type(), true));
+    Fields::from(fields)
+}
+
 impl TextFunc {
     fn new(output: Output) -> Self {
         // Text only: a number is not silently turned into a document.
@@ -97,6 +119,7 @@ impl TextFunc {
         match self.output {
             Output::Simhash => fingerprint_type(width),
             Output::Details => DataType::Struct(details_fields(width)),
+            Output::Sketch => DataType::Struct(sketch_fields(width)),
             Output::Clean => DataType::Utf8,
         }
     }
@@ -115,6 +138,7 @@ impl ScalarUDFImpl for TextFunc {
         match self.output {
             Output::Simhash => "simhash",
             Output::Details => "simhash_details",
+            Output::Sketch => "simhash_sketch",
             Output::Clean => "clean_text",
         }
     }
@@ -218,6 +242,32 @@ impl TextFunc {
                 Arc::new(StructArray::new(
                     details_fields(featurizer.options().width),
                     vec![fingerprints(prints)?, Arc::new(counts)],
+                    None,
+                ))
+            }
+            Output::Sketch => {
+                let mut sketches = Vec::new();
+                let prints: Vec<Option<Fingerprint>> = texts
+                    .map(|t| {
+                        t.map(|t| {
+                            let print = featurizer.fingerprint(t, &mut scratch);
+                            sketches.push(Some(featurizer.sketch(&scratch)));
+                            print
+                        })
+                        .or_else(|| {
+                            sketches.push(None);
+                            None
+                        })
+                    })
+                    .collect();
+                let counts: UInt32Array = prints.iter().map(|p| p.map(|p| p.features)).collect();
+                let sketches = FixedSizeBinaryArray::try_from_sparse_iter_with_size(
+                    sketches.into_iter(),
+                    SKETCH_BYTES as i32,
+                )?;
+                Arc::new(StructArray::new(
+                    sketch_fields(featurizer.options().width),
+                    vec![fingerprints(prints)?, Arc::new(counts), Arc::new(sketches)],
                     None,
                 ))
             }

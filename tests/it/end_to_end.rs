@@ -168,7 +168,9 @@ async fn sample_run_finds_the_planted_groups() {
     assert_eq!(counts["documents_removed"], 7);
     assert_eq!(counts["documents_kept"], DOCUMENTS - 7);
     assert_eq!(counts["pairs"], expected_pairs.len());
-    assert_eq!(summary["parameters"]["k"], 3);
+    // The defaults: candidates within k = 8, verified at an estimated Jaccard of 0.75.
+    assert_eq!(summary["parameters"]["k"], 8);
+    assert_eq!(summary["parameters"]["min_similarity"], 0.75);
     // Per stage: the rows it wrote (as counted above) and the peak memory so far.
     let stage = |name: &str| {
         summary["stages"]
@@ -180,12 +182,14 @@ async fn sample_run_finds_the_planted_groups() {
             .clone()
     };
     assert_eq!(stage("signatures")["rows"], DOCUMENTS);
-    assert_eq!(stage("candidates")["rows"], counts["fingerprint_pairs"]);
+    assert_eq!(stage("candidates")["rows"], counts["candidate_pairs"]);
+    assert_eq!(stage("verify")["rows"], counts["fingerprint_pairs"]);
     assert_eq!(stage("pairs")["rows"], expected_pairs.len());
     assert_eq!(stage("dedup")["rows"], DOCUMENTS - 7);
     assert!(stage("plan")["rows"].is_null());
     assert!(stage("groups")["peak_rss_bytes"].as_u64().unwrap() > 1 << 20);
-    assert_eq!(summary["plan"]["plan"], "bands:4");
+    // k = 8: nine bands of 7 or 8 bits, by pigeonhole (the planner's pick at this size).
+    assert_eq!(summary["plan"]["plan"], "bands:9");
     assert!(output.join("_SUCCESS").is_file());
     assert!(
         !output.join("_work").exists(),

@@ -20,6 +20,9 @@ fn sample_run(dir: &Path) -> PathBuf {
         path_str(&fixture("sample.parquet")),
         "--output",
         path_str(&run),
+        // Unverified at k = 3: the scores below are worked out by hand for those pairs.
+        "--verify",
+        "off",
         "--quiet",
     ]);
     run

@@ -142,6 +142,8 @@ fn labelled_pairs_and_unknown_ids() {
         path_str(&sample),
         "--output",
         path_str(&run),
+        "--verify",
+        "off",
     ]);
     let labels = dir.path().join("labels.tsv");
     std::fs::write(

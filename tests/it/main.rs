@@ -17,3 +17,4 @@ mod messages;
 mod processes;
 mod query_input;
 mod robustness;
+mod verification;

@@ -1,0 +1,114 @@
+//! `sketch_similarity(a, b) -> Float64`: the Jaccard similarity of two documents' feature sets,
+//! estimated from their sketches (`simhash_sketch(text)['sketch']`, the `sketch` column of
+//! `signatures`); NULL when either is NULL, or when neither document has a feature.
+
+use std::sync::{Arc, LazyLock};
+
+use datafusion::arrow::array::{ArrayRef, Float64Array};
+use datafusion::arrow::datatypes::DataType;
+use datafusion::common::cast::as_fixed_size_binary_array;
+use datafusion::common::{ScalarValue, exec_err, utils::take_function_args};
+use datafusion::error::Result;
+use datafusion::logical_expr::{
+    ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
+};
+
+use crate::text::sketch::{SKETCH_BYTES, similarity};
+
+static SIMILARITY: LazyLock<Arc<ScalarUDF>> =
+    LazyLock::new(|| Arc::new(ScalarUDF::new_from_impl(SimilarityFunc::new())));
+
+/// The `sketch_similarity` SQL function.
+pub fn sketch_similarity_udf() -> Arc<ScalarUDF> {
+    Arc::clone(&SIMILARITY)
+}
+
+/// The Arrow type of a sketch.
+pub fn sketch_type() -> DataType {
+    DataType::FixedSizeBinary(SKETCH_BYTES as i32)
+}
+
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct SimilarityFunc {
+    signature: Signature,
+}
+
+impl SimilarityFunc {
+    fn new() -> Self {
+        Self {
+            signature: Signature::exact(vec![sketch_type(), sketch_type()], Volatility::Immutable),
+        }
+    }
+}
+
+impl ScalarUDFImpl for SimilarityFunc {
+    fn name(&self) -> &str {
+        "sketch_similarity"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Float64)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let [a, b] = take_function_args(self.name(), &args.args)?;
+        if let (ColumnarValue::Scalar(a), ColumnarValue::Scalar(b)) = (a, b) {
+            let value = match (a, b) {
+                (ScalarValue::FixedSizeBinary(_, a), ScalarValue::FixedSizeBinary(_, b)) => {
+                    match (a, b) {
+                        (Some(a), Some(b)) => similarity(a, b),
+                        _ => None,
+                    }
+                }
+                _ => return exec_err!("sketch_similarity expects two sketches"),
+            };
+            return Ok(ColumnarValue::Scalar(ScalarValue::Float64(value)));
+        }
+        // One side may be a scalar (one document's sketch against a column): broadcast it.
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let (a, b) = (
+            as_fixed_size_binary_array(&arrays[0])?,
+            as_fixed_size_binary_array(&arrays[1])?,
+        );
+        let values: Float64Array = a
+            .iter()
+            .zip(b.iter())
+            .map(|(a, b)| similarity(a?, b?))
+            .collect();
+        Ok(ColumnarValue::Array(Arc::new(values) as ArrayRef))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use datafusion::arrow::array::{Array, AsArray};
+    use datafusion::arrow::datatypes::Float64Type;
+
+    use crate::udf::test_util::sql;
+
+    #[tokio::test]
+    async fn similar_texts_score_high_and_different_ones_low() {
+        let same = "Debian is a free operating system for your computer, made by volunteers";
+        let edited = "Debian is a free operating system for your computers, made by volunteers";
+        let other = "今天纽约的天气真好啊，京华大酒店的张尧经理吃了一只北京烤鸭。";
+        let batches = sql(&format!(
+            "SELECT sketch_similarity(simhash_sketch('{same}')['sketch'], \
+                                      simhash_sketch('{same}')['sketch']), \
+                    sketch_similarity(simhash_sketch('{same}')['sketch'], \
+                                      simhash_sketch('{edited}')['sketch']), \
+                    sketch_similarity(simhash_sketch('{same}')['sketch'], \
+                                      simhash_sketch('{other}')['sketch']), \
+                    sketch_similarity(simhash_sketch('{same}')['sketch'], NULL)"
+        ))
+        .await;
+        let value = |i: usize| batches[0].column(i).as_primitive::<Float64Type>().value(0);
+        assert_eq!(value(0), 1.0);
+        assert!(value(1) > 0.75 && value(1) < 1.0, "{}", value(1));
+        assert!(value(2) < 0.1, "{}", value(2));
+        assert!(batches[0].column(3).is_null(0));
+    }
+}
