@@ -28,13 +28,17 @@ use crate::job::{IndexOptions, JobRequest, Source};
 #[command(
     name = "neardup",
     version,
-    about = "Find near-duplicate documents in Parquet corpora with 64-bit SimHash on Apache DataFusion",
-    long_about = "Find near-duplicate documents in Parquet corpora with 64-bit SimHash on Apache \
-DataFusion.\n\n`run` fingerprints every document (jieba TF-IDF keywords for Chinese, words \
-otherwise), finds every pair within Hamming distance k, clusters the pairs into duplicate groups \
-and writes Parquet tables; `query` answers SQL over them.",
-    after_help = "Example:\n  neardup run --input fixtures/sample.parquet --output out/sample\n  \
-neardup query --data out/sample \"SELECT group_id, count(*) FROM groups GROUP BY 1 ORDER BY 2 DESC\""
+    about = "Find near-duplicate documents in Parquet corpora with SimHash on Apache DataFusion",
+    long_about = "Find near-duplicate documents in Parquet corpora with SimHash on Apache \
+DataFusion.\n\n`run` cleans every document and cuts it into character n-grams (bigrams in Han \
+text, trigrams in other text), fingerprints them with a 64-bit (or 128-bit) SimHash and a \
+MinHash sketch, takes every pair within Hamming distance k as a candidate, keeps the pairs whose \
+estimated Jaccard similarity passes --verify, clusters them into duplicate groups and writes \
+Parquet tables; `query` answers SQL over them.",
+    after_help = "Example:\n  neardup run --input fixtures/sample.parquet --output out/sample --overwrite\n  \
+neardup query --data out/sample \"SELECT group_id, count(*) FROM groups GROUP BY 1 ORDER BY 2 DESC\"\n\n\
+Exit codes: 0 success, 2 a usage error (the command line asks for something that cannot work), \
+130 interrupted (Ctrl-C or SIGTERM; nothing half-written is left), 1 anything else."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -302,7 +306,9 @@ summary.json  parameters, inputs, counts, stage times\n\n\
 \x20 empty=skip|exact documents with no features: left out, or duplicates of each other\n\
 \x20 html=on nfkc=on width=on t2s=on case=on cjk_only=off space=on  cleaning, in this order\n\
 \x20     (t2s=on: Traditional characters to Simplified; t2s=tw: also Taiwan vocabulary)\n\
-Example: --features mode=jieba_tfidf,t2s=off  (the original system's features)")]
+Example: --features mode=jieba_tfidf,t2s=off  (the original system's features)\n\n\
+Example:\n  neardup run --input fixtures/sample.parquet --output out/sample --overwrite\n  \
+neardup run --input crawl/ --output out/crawl --verify off --k 3  (unverified pairs within 3 bits)")]
 pub struct RunArgs {
     /// Parquet input: a file, a folder (searched for *.parquet) or a glob; repeat or list several.
     #[arg(long, required = true, num_args = 1.., value_name = "PATH")]

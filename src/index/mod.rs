@@ -25,7 +25,8 @@ use std::sync::Arc;
 use datafusion::arrow::array::{ArrayRef, RecordBatch, StringArray, UInt64Array};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::catalog::MemTable;
-use datafusion::prelude::{ParquetReadOptions, SessionContext};
+use datafusion::common::ScalarValue;
+use datafusion::prelude::{ParquetReadOptions, SessionContext, lit};
 use serde::{Deserialize, Serialize};
 
 use crate::engine::staging::{COMPLETE_MARKER, Overwrite, StagingDir};
@@ -449,7 +450,7 @@ impl Index {
             return Ok(());
         }
         let paths: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
-        let frame = match ctx.read_parquet(paths, ParquetReadOptions::default()).await {
+        let mut frame = match ctx.read_parquet(paths, ParquetReadOptions::default()).await {
             Ok(frame) => frame,
             // A damaged footer fails here, before any stage: name the file.
             Err(e) => {
@@ -459,6 +460,17 @@ impl Index {
                 return Err(e).context(what);
             }
         };
+        // A column that batches written by an older neardup lack (`sketch`) reads as NULL.
+        for field in fields.iter().filter(|f| f.is_nullable()) {
+            if frame
+                .schema()
+                .field_with_unqualified_name(field.name())
+                .is_err()
+            {
+                let null = ScalarValue::try_from(field.data_type()).context(what)?;
+                frame = frame.with_column(field.name(), lit(null)).context(what)?;
+            }
+        }
         ctx.register_table(name, frame.into_view()).context(what)?;
         Ok(())
     }

@@ -193,3 +193,76 @@ async fn verified_pairs_are_the_candidates_whose_sketches_agree_enough() {
     );
     assert!(on["counts"]["fingerprint_pairs"].as_u64() < on["counts"]["candidate_pairs"].as_u64());
 }
+
+/// An index built before documents kept a sketch: its index.json has no `verify` and its
+/// documents no `sketch` column. A run that names neither `--k` nor `--verify` goes on at the
+/// index's k, unverified, and reads the old documents; naming `--verify` is refused.
+#[tokio::test]
+async fn an_index_from_before_sketches_keeps_its_k_unverified() {
+    let dir = tempfile::tempdir().unwrap();
+    let sample = fixture("sample.parquet");
+    let (first, second) = (dir.path().join("a.parquet"), dir.path().join("b.parquet"));
+    let half = |path: &Path, filter: &str| {
+        crate::common::make_parquet(
+            path,
+            &format!("SELECT * FROM '{}' WHERE {filter}", path_str(&sample)),
+        )
+    };
+    half(&first, "id <= 10");
+    half(&second, "id > 10");
+    let index = dir.path().join("index");
+    let run = |input: &Path, out: &str, extra: &[&str]| {
+        let out = dir.path().join(out);
+        let mut args = vec![
+            "run",
+            "--input",
+            path_str(input),
+            "--output",
+            path_str(&out),
+            "--index",
+            path_str(&index),
+            "--quiet",
+        ];
+        args.extend_from_slice(extra);
+        crate::common::neardup(&args)
+    };
+    let made = run(
+        &first,
+        "out-a",
+        &["--update-index", "--verify", "off", "--k", "3"],
+    );
+    assert!(made.status.success(), "{}", crate::common::stderr(&made));
+    // Rewrite the batch's documents without their sketch, as an older neardup wrote them.
+    let documents = index.join("batch=000001/documents");
+    let old = dir.path().join("old-documents.parquet");
+    crate::common::make_parquet(
+        &old,
+        &format!(
+            "SELECT id, simhash, bucket1, bucket2, bucket3, bucket4, batch, input_order FROM '{}/'",
+            path_str(&documents)
+        ),
+    );
+    std::fs::remove_dir_all(&documents).unwrap();
+    std::fs::create_dir(&documents).unwrap();
+    std::fs::rename(&old, documents.join("part-0.parquet")).unwrap();
+    let settings = std::fs::read_to_string(index.join("index.json")).unwrap();
+    assert!(!settings.contains("verify"), "{settings}");
+
+    let refused = run(&second, "out-refused", &["--verify", "0.75"]);
+    assert_eq!(refused.status.code(), Some(2));
+    let added = run(&second, "out-b", &["--update-index"]);
+    assert!(added.status.success(), "{}", crate::common::stderr(&added));
+    let summary = summary(&dir.path().join("out-b"));
+    assert_eq!(summary["parameters"]["k"], 3);
+    assert!(summary["parameters"].get("min_similarity").is_none());
+    let batches = query(
+        &dir.path().join("out-b"),
+        "SELECT count(*) FROM groups WHERE id <= 10",
+    )
+    .await;
+    let matched = batches[0].column(0).as_primitive::<Int64Type>().value(0);
+    assert!(
+        matched > 0,
+        "the new batch is matched against the old documents"
+    );
+}
