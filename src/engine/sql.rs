@@ -105,14 +105,22 @@ pub async fn query_stage(
     stage: &Stage,
     bindings: &Bindings,
 ) -> Result<Vec<RecordBatch>> {
-    let sql = render(stage, bindings)?;
     let what = || stage.name.to_string();
-    ctx.sql(&sql)
-        .await
-        .context(what)?
+    stage_frame(ctx, stage, bindings)
+        .await?
         .collect()
         .await
         .context(what)
+}
+
+/// Renders a stage of one query and plans it, for the caller to collect or stream.
+pub async fn stage_frame(
+    ctx: &SessionContext,
+    stage: &Stage,
+    bindings: &Bindings,
+) -> Result<DataFrame> {
+    let sql = render(stage, bindings)?;
+    ctx.sql(&sql).await.context(|| stage.name.to_string())
 }
 
 /// Renders a stage of one query whose result is a single count.

@@ -13,7 +13,7 @@ use datafusion::prelude::SessionContext;
 use futures::StreamExt;
 use petgraph::unionfind::UnionFind;
 
-use crate::engine::sql::{Bindings, query_stage, render};
+use crate::engine::sql::{Bindings, query_stage, stage_frame};
 use crate::engine::stages;
 use crate::error::{Error, QueryContext, Result};
 use crate::udf::FingerprintColumn;
@@ -59,14 +59,11 @@ async fn edges_stream(
     ctx: &SessionContext,
 ) -> Result<datafusion::execution::SendableRecordBatchStream> {
     let stage = &stages::COMPONENTS_EDGES;
-    let sql = render(stage, &Bindings::default())?;
-    let what = || stage.name.to_string();
-    ctx.sql(&sql)
-        .await
-        .context(what)?
+    stage_frame(ctx, stage, &Bindings::default())
+        .await?
         .execute_stream()
         .await
-        .context(what)
+        .context(|| stage.name.to_string())
 }
 
 /// Union-find over the fingerprint pairs; registers `fingerprint_components` for stage 3.
