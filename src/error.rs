@@ -53,6 +53,15 @@ pub enum Error {
         source: serde_json::Error,
     },
 
+    /// An object store refused or failed a request; `url` names the object or prefix (never a
+    /// credential: they come from the environment, not the URL).
+    #[error("{url}: {source}")]
+    Store {
+        url: String,
+        #[source]
+        source: object_store::Error,
+    },
+
     /// A server (`neardup scheduler`, `neardup executor`) cannot listen on its address.
     #[error("cannot listen on {address}: {source}")]
     Listen {

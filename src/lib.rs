@@ -22,6 +22,7 @@ pub mod plan;
 pub mod planner;
 pub mod progress;
 pub mod rng;
+pub mod storage;
 pub mod text;
 pub mod udf;
 

@@ -19,6 +19,7 @@ use crate::engine::session::Console;
 use crate::engine::staging::Overwrite;
 use crate::error::Result;
 use crate::fingerprint::Width;
+use crate::input::format::Format as InputFormat;
 use crate::job::choices::Clustering;
 use crate::job::choices::{Matching, PairsListed};
 use crate::job::config::Verify;
@@ -254,8 +255,8 @@ Example:\n  neardup eval --output out/drift --labels drift_dev/pairs.parquet --u
 --sweep 0..=3"
 )]
 pub struct EvalArgs {
-    /// Output folder of a run.
-    #[arg(long, value_name = "DIR")]
+    /// Output folder of a run, or its URL on an object store (read through its _SUCCESS).
+    #[arg(long, value_name = "DIR|URL")]
     pub output: PathBuf,
     /// Gold clustering (Parquet, CSV or TSV): an id column and a cluster column.
     #[arg(long, value_name = "FILE")]
@@ -310,11 +311,18 @@ Example: --features mode=jieba_tfidf,t2s=off  (the original system's features)\n
 Example:\n  neardup run --input fixtures/sample.parquet --output out/sample --overwrite\n  \
 neardup run --input crawl/ --output out/crawl --verify off --k 3  (unverified pairs within 3 bits)")]
 pub struct RunArgs {
-    /// Parquet input: a file, a folder (searched for *.parquet) or a glob; repeat or list several.
-    #[arg(long, required = true, num_args = 1.., value_name = "PATH")]
+    /// The corpus: a Parquet, JSON Lines or CSV file (.jsonl.zst, .csv.gz: compressed), a
+    /// folder or prefix (its .parquet files, else its .jsonl, else its .csv), or a glob; a
+    /// local path or a URL (s3://, gs://, az://, abfss://, http(s)://); repeat or list several.
+    #[arg(long, required = true, num_args = 1.., value_name = "PATH|URL")]
     pub input: Vec<String>,
-    /// Folder to write the output tables into (created whole at the end of the run).
-    #[arg(long, value_name = "DIR")]
+    /// The format of every input file, whatever its name: parquet, jsonl (ndjson) or csv (with a
+    /// header row). By default each file's extension tells, and Parquet when it names none.
+    #[arg(long, value_name = "FORMAT", value_parser = Cut(|s: &str| s.parse::<InputFormat>()))]
+    pub input_format: Option<InputFormat>,
+    /// Folder (or object-store prefix, s3://bucket/path) to write the output tables into,
+    /// whole at the end of the run.
+    #[arg(long, value_name = "DIR|URL")]
     pub output: PathBuf,
     /// Column holding a unique, non-NULL document id (integer or string).
     #[arg(long, default_value = "id", value_name = "NAME")]
@@ -324,7 +332,7 @@ pub struct RunArgs {
     pub text_column: String,
     /// Largest Hamming distance at which two documents are candidates: 0..=8 of 64 bits,
     /// 0..=16 of 128 bits; every pair within it is found, whatever the plan, and then verified
-    /// (--verify) [default: 8 (16 with --bits 128); 3 with --verify off; an existing --index's].
+    /// (--verify) [default: 7 (14 with --bits 128); 3 with --verify off; an existing --index's].
     #[arg(long, value_parser = Cut(parse_k))]
     pub k: Option<u32>,
     /// Keep a candidate pair only if the estimated Jaccard similarity of the two documents'
@@ -379,7 +387,8 @@ pub struct JobArgs {
     #[arg(long)]
     pub overwrite: bool,
     /// With --overwrite: replace neardup's tables in an output folder that also holds other
-    /// files, and keep those files (they move into the new output).
+    /// files, and keep those files (they move into the new output). Local folders only: on an
+    /// object store an output holding objects neardup did not write is refused.
     #[arg(long, requires = "overwrite")]
     pub keep_other_files: bool,
 }
@@ -472,6 +481,7 @@ impl RunArgs {
         });
         self.job.request(Parts {
             inputs: self.input,
+            input_format: self.input_format,
             source,
             output: self.output,
             id_column: self.id_column,
@@ -493,6 +503,7 @@ impl MatchArgs {
         };
         self.job.request(Parts {
             inputs: self.signatures,
+            input_format: None,
             source,
             output: self.output,
             id_column: self.id_column,
@@ -509,6 +520,7 @@ impl MatchArgs {
 /// The parts of a request that `run` and `match` give differently.
 struct Parts {
     inputs: Vec<String>,
+    input_format: Option<InputFormat>,
     source: Source,
     output: PathBuf,
     id_column: String,
@@ -524,6 +536,7 @@ impl JobArgs {
     fn request(self, parts: Parts) -> JobRequest {
         JobRequest {
             inputs: parts.inputs,
+            input_format: parts.input_format,
             source: parts.source,
             output: parts.output,
             id_column: parts.id_column,
@@ -544,11 +557,12 @@ impl JobArgs {
 
 #[derive(Debug, Args)]
 pub struct MatchArgs {
-    /// Parquet fingerprints (an id column and a UInt64 simhash column): files, folders or globs.
-    #[arg(long, required = true, num_args = 1.., value_name = "PATH")]
+    /// Parquet fingerprints (an id column and a UInt64 simhash column): files, folders or globs,
+    /// local or on an object store (s3://, gs://, az://, http(s)://).
+    #[arg(long, required = true, num_args = 1.., value_name = "PATH|URL")]
     pub signatures: Vec<String>,
-    /// Folder to write pairs, groups and summary.json into.
-    #[arg(long, value_name = "DIR")]
+    /// Folder (or object-store prefix) to write pairs, groups and summary.json into.
+    #[arg(long, value_name = "DIR|URL")]
     pub output: PathBuf,
     /// Column holding a unique, non-NULL document id.
     #[arg(long, default_value = "id", value_name = "NAME")]
@@ -576,8 +590,9 @@ simhash_sketch(text [, options]), sketch_similarity(a, b), clean_text(text [, op
 shared_band(a, b, plan), and the aggregate band_pairs(simhash, band, k [, plan]). Options are run's --features string, e.g. 'mode=chars,n=3'."
 )]
 pub struct QueryArgs {
-    /// Output folder of a run; its tables and its input (as corpus) are registered.
-    #[arg(long, value_name = "DIR")]
+    /// Output folder of a run, or its URL on an object store; its tables and its input (as
+    /// corpus) are registered.
+    #[arg(long, value_name = "DIR|URL")]
     pub data: Option<PathBuf>,
     /// A signature index (run --index); registers index_documents, index_group_log,
     /// index_groups (each document's current group) and index_batches.

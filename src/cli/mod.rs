@@ -7,8 +7,6 @@ pub mod values;
 
 pub use args::{Cli, Command};
 
-use std::path::Path;
-
 use crate::commands::{eval, generate, generate_fingerprints, plan, query};
 use crate::engine::ballista;
 use crate::error::Result;
@@ -26,12 +24,12 @@ pub async fn execute(cli: Cli) -> Result<()> {
     crate::logging::init(logged);
     match cli.command {
         Command::Run(args) => {
-            let (output, quiet) = (args.output.clone(), args.console.quiet);
-            run_job(args.request(), &output, quiet).await?
+            let quiet = args.console.quiet;
+            run_job(args.request(), quiet).await?
         }
         Command::Match(args) => {
-            let (output, quiet) = (args.output.clone(), args.console.quiet);
-            run_job(args.request(), &output, quiet).await?
+            let quiet = args.console.quiet;
+            run_job(args.request(), quiet).await?
         }
         Command::Eval(args) => print!("{}", eval::eval(&args.options()).await?),
         Command::Generate(args) => {
@@ -63,10 +61,11 @@ pub async fn execute(cli: Cli) -> Result<()> {
 }
 
 /// `run` and `match`: the job, then what it did (unless `--quiet`).
-async fn run_job(request: JobRequest, output: &Path, quiet: bool) -> Result<()> {
-    let summary = job::run(&request.resolve()?).await?;
+async fn run_job(request: JobRequest, quiet: bool) -> Result<()> {
+    let config = request.resolve()?;
+    let summary = job::run(&config).await?;
     if !quiet {
-        report(&summary, output);
+        report(&summary, &config.output);
     }
     Ok(())
 }

@@ -1,13 +1,12 @@
 //! What a finished `run` or `match` prints on standard output.
 
-use std::path::Path;
-
 use crate::commands::query::OUTPUT_TABLES;
 use crate::engine::staging::SUMMARY_FILE;
 use crate::job::choices::PairsListed;
 use crate::job::summary::Summary;
+use crate::storage::Place;
 
-pub fn report(summary: &Summary, output: &Path) {
+pub fn report(summary: &Summary, output: &Place) {
     let c = &summary.counts;
     println!(
         "{} documents ({} with NULL text, {} with nothing to fingerprint): {} pairs within k = {}, \
@@ -28,19 +27,22 @@ pub fn report(summary: &Summary, output: &Path) {
             c.pairs, c.documents
         );
     }
-    println!(
-        "Outputs in {} ({:.2} s):",
-        output.display(),
-        summary.total_seconds
-    );
-    for table in OUTPUT_TABLES {
-        if output.join(table).is_dir() {
-            println!("  {}/", output.join(table).display());
+    println!("Outputs in {output} ({:.2} s):", summary.total_seconds);
+    match output {
+        Place::Local(path) => {
+            for table in OUTPUT_TABLES {
+                if path.join(table).is_dir() {
+                    println!("  {}/", path.join(table).display());
+                }
+            }
+            println!("  {}", path.join(SUMMARY_FILE).display());
         }
+        Place::Remote(_) => println!(
+            "  {} (the manifest: it names the run's tables and {SUMMARY_FILE})",
+            output.join("_SUCCESS")
+        ),
     }
-    println!("  {}", output.join(SUMMARY_FILE).display());
     println!(
-        "Ask: neardup query --data {} \"SELECT group_id, count(*) AS docs FROM groups GROUP BY 1 ORDER BY 2 DESC LIMIT 10\"",
-        output.display()
+        "Ask: neardup query --data {output} \"SELECT group_id, count(*) AS docs FROM groups GROUP BY 1 ORDER BY 2 DESC LIMIT 10\""
     );
 }

@@ -21,10 +21,8 @@ use serde::Serialize;
 use crate::commands::query;
 use crate::engine::sql::query_batches;
 use crate::engine::sql::quote_ident;
-use crate::engine::staging::SUMMARY_FILE;
 use crate::error::{Error, QueryContext, Result};
 use crate::job::clustering::union_find;
-use crate::job::summary::Summary;
 
 #[derive(Debug, Clone)]
 pub struct EvalOptions {
@@ -648,7 +646,7 @@ pub async fn eval(options: &EvalOptions) -> Result<String> {
             "--unlisted is for --labels: a truth scores every pair of its documents".into(),
         ));
     }
-    let summary = Summary::read(&options.output.join(SUMMARY_FILE))?;
+    let summary = query::output_summary(&options.output).await?;
     let run_k = summary.parameters.k;
     let (low, high) = options.sweep.unwrap_or((run_k, run_k));
     if low > high {
@@ -664,7 +662,7 @@ pub async fn eval(options: &EvalOptions) -> Result<String> {
     });
     let ks: Vec<u32> = (low..=high.min(run_k)).collect();
 
-    let ctx = SessionContext::new();
+    let ctx = crate::engine::session::session_context()?;
     query::register_outputs(&ctx, &options.output).await?;
     let run = load_run(&ctx).await?;
     let mut report = Report {

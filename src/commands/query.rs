@@ -19,7 +19,10 @@ use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 use crate::engine::partial_file::{Existing, PartialFile, check_target};
 use crate::engine::staging::{SUMMARY_FILE, is_output_dir};
 use crate::error::{Error, QueryContext, Result};
+use crate::input::format::FileFormat;
 use crate::job::summary::Summary;
+use crate::storage::Place;
+use crate::storage::commit::open_remote_output;
 
 /// How `query` writes its result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -335,8 +338,52 @@ fn cut(value: &str, width: usize) -> String {
     out
 }
 
-/// Registers the output tables of a complete run (or match) and its input as `corpus`.
+/// Registers the output tables of a complete run (or match) and its input as `corpus`. `data`
+/// is a local output folder or an output on an object store (read through its manifest).
 pub async fn register_outputs(ctx: &SessionContext, data: &Path) -> Result<()> {
+    let (summary, tables) = match Place::parse(&data.to_string_lossy(), "--data")? {
+        Place::Local(dir) => local_output(&dir)?,
+        Place::Remote(url) => {
+            let output = open_remote_output(&url).await?;
+            let summary = Summary::from_json(&output.summary_bytes, &output.summary_place)?;
+            (summary, output.tables.into_iter().collect())
+        }
+    };
+    for (table, folder) in tables {
+        // A partitioned dedup keeps its partition columns in folder names (dt=.../).
+        let partitions = if table == "dedup" {
+            let by = &summary.parameters.partition_by;
+            by.iter().map(|c| (c.clone(), DataType::Utf8)).collect()
+        } else {
+            Vec::new()
+        };
+        ctx.register_parquet(
+            &table,
+            &folder,
+            ParquetReadOptions::default().table_partition_cols(partitions),
+        )
+        .await
+        .context(|| format!("reading {folder}"))?;
+    }
+    if summary.command == "run" {
+        register_run_input(ctx, &summary).await?;
+    }
+    Ok(())
+}
+
+/// The summary of a complete output, local or on an object store.
+pub async fn output_summary(data: &Path) -> Result<Summary> {
+    match Place::parse(&data.to_string_lossy(), "--output")? {
+        Place::Local(dir) => Ok(local_output(&dir)?.0),
+        Place::Remote(url) => {
+            let output = open_remote_output(&url).await?;
+            Summary::from_json(&output.summary_bytes, &output.summary_place)
+        }
+    }
+}
+
+/// A local output's summary and the folders of the tables it holds.
+fn local_output(data: &Path) -> Result<(Summary, Vec<(String, String)>)> {
     if !is_output_dir(data) {
         return Err(Error::Input(format!(
             "{} is not a complete neardup output (no _SUCCESS and summary.json)",
@@ -344,41 +391,45 @@ pub async fn register_outputs(ctx: &SessionContext, data: &Path) -> Result<()> {
         )));
     }
     let summary = Summary::read(&data.join(SUMMARY_FILE))?;
-    for table in OUTPUT_TABLES {
-        let dir = data.join(table);
-        if dir.is_dir() {
-            // A partitioned dedup keeps its partition columns in folder names (dt=.../).
-            let partitions = if table == "dedup" {
-                let by = &summary.parameters.partition_by;
-                by.iter().map(|c| (c.clone(), DataType::Utf8)).collect()
-            } else {
-                Vec::new()
-            };
-            ctx.register_parquet(
-                table,
-                &format!("{}/", dir.display()),
-                ParquetReadOptions::default().table_partition_cols(partitions),
-            )
-            .await
-            .context(|| format!("reading {}", dir.display()))?;
-        }
-    }
-    if summary.command == "run" {
-        let files: Vec<PathBuf> = summary.inputs.iter().map(PathBuf::from).collect();
-        if let Some(missing) = files.iter().find(|f| !f.is_file()) {
+    let tables = OUTPUT_TABLES
+        .into_iter()
+        .map(|table| (table, data.join(table)))
+        .filter(|(_, dir)| dir.is_dir())
+        .map(|(table, dir)| (table.to_string(), format!("{}/", dir.display())))
+        .collect();
+    Ok((summary, tables))
+}
+
+/// The run's input as `corpus`, if it is still where the run read it (local inputs are
+/// checked; a URL is read as it is).
+async fn register_run_input(ctx: &SessionContext, summary: &Summary) -> Result<()> {
+    let mut frames = Vec::new();
+    for input in &summary.inputs {
+        if let Place::Local(file) = Place::parse(input, "input")?
+            && !file.is_file()
+        {
             eprintln!(
                 "neardup: warning: table corpus not available: input {} is gone",
-                missing.display()
+                file.display()
             );
             return Ok(());
         }
-        let paths: Vec<String> = summary.inputs.clone();
-        let corpus = ctx
-            .read_parquet(paths, ParquetReadOptions::default().file_extension(""))
+        let format = FileFormat::of_file(input, None);
+        let frame = format
+            .read(ctx, input)
             .await
-            .context(|| "reading the run's input".into())?;
-        ctx.register_table("corpus", corpus.into_view())
-            .context(|| "registering corpus".into())?;
+            .context(|| format!("reading the run's input {input}"))?;
+        frames.push(frame);
     }
+    let Some(mut corpus) = frames.pop() else {
+        return Ok(());
+    };
+    while let Some(frame) = frames.pop() {
+        corpus = frame
+            .union(corpus)
+            .context(|| "reading the run's input".into())?;
+    }
+    ctx.register_table("corpus", corpus.into_view())
+        .context(|| "registering corpus".into())?;
     Ok(())
 }

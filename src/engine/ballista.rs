@@ -144,6 +144,7 @@ pub async fn cluster_context(cluster: &Cluster, config: SessionConfig) -> Result
         .context(|| "configuring the Ballista session".into())?;
     let mut state = SessionStateBuilder::new()
         .with_config(config)
+        .with_runtime_env(runtime_with_stores(None).context(what)?)
         .with_default_features()
         .build();
     udf::register_all(&mut state as &mut dyn FunctionRegistry)
@@ -463,7 +464,10 @@ pub async fn run_scheduler(bind: &str, executor_timeout_seconds: u64) -> Result<
         expire_dead_executor_interval_seconds: (executor_timeout_seconds / 5).clamp(1, 15),
         no_executors_grace_period_seconds: 2 * executor_timeout_seconds,
         override_session_builder: Some(Arc::new(|config| {
-            let mut state = ballista_core::utils::default_session_builder(config)?;
+            let state = ballista_core::utils::default_session_builder(config)?;
+            let mut state = SessionStateBuilder::new_from_existing(state)
+                .with_runtime_env(runtime_with_stores(None)?)
+                .build();
             udf::register_all(&mut state as &mut dyn FunctionRegistry)?;
             Ok(state)
         })),
@@ -541,6 +545,10 @@ pub async fn run_executor(options: &ExecutorOptions) -> Result<()> {
         work_dir: options.work_dir.clone(),
         memory_pool_size: options.memory_limit.map(|bytes| bytes as u64),
         override_function_registry: Some(Arc::new(function_registry())),
+        override_runtime_producer: Some({
+            let work_dir = options.work_dir.clone();
+            Arc::new(move |_| runtime_with_stores(work_dir.clone()))
+        }),
         health: health.clone(),
         ..defaults
     };
@@ -561,6 +569,20 @@ pub async fn run_executor(options: &ExecutorOptions) -> Result<()> {
             wait.as_secs_f64()
         ))),
     }
+}
+
+/// A runtime whose URLs resolve through the process's store registry, so the client, the
+/// scheduler and every executor read and write `s3://...` and the rest the same way; with the
+/// executor's work folder for its spill files.
+fn runtime_with_stores(
+    work_dir: Option<String>,
+) -> datafusion::error::Result<Arc<datafusion::execution::runtime_env::RuntimeEnv>> {
+    let mut runtime = datafusion::execution::runtime_env::RuntimeEnvBuilder::new()
+        .with_object_store_registry(crate::storage::registry());
+    if let Some(dir) = work_dir {
+        runtime = runtime.with_temp_file_path(dir);
+    }
+    runtime.build_arc()
 }
 
 /// Waits until a Ballista scheduler answers at `host:port`: retries while nothing does (it may

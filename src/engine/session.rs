@@ -61,19 +61,19 @@ fn session_config(console: &Console) -> SessionConfig {
 pub fn session_context_with(console: &Console) -> Result<SessionContext> {
     let mut config = session_config(console);
     let options = config.options_mut();
-    let mut ctx = match console.memory_limit {
-        None => SessionContext::new_with_config(config),
-        Some(limit) => {
-            // A sort keeps a small reserve for its merge so that spilling itself fits under
-            // the limit.
-            options.execution.sort_spill_reservation_bytes = (limit / 16).min(8 << 20);
-            let runtime = RuntimeEnvBuilder::new()
-                .with_memory_pool(Arc::new(FairSpillPool::new(limit)))
-                .build_arc()
-                .context(|| "setting up the memory limit".into())?;
-            SessionContext::new_with_config_rt(config, runtime)
-        }
-    };
+    // Every URL a statement names resolves through the process's store registry.
+    let mut runtime =
+        RuntimeEnvBuilder::new().with_object_store_registry(crate::storage::registry());
+    if let Some(limit) = console.memory_limit {
+        // A sort keeps a small reserve for its merge so that spilling itself fits under the
+        // limit.
+        options.execution.sort_spill_reservation_bytes = (limit / 16).min(8 << 20);
+        runtime = runtime.with_memory_pool(Arc::new(FairSpillPool::new(limit)));
+    }
+    let runtime = runtime
+        .build_arc()
+        .context(|| "setting up the session".into())?;
+    let mut ctx = SessionContext::new_with_config_rt(config, runtime);
     udf::register_all(&mut ctx as &mut dyn FunctionRegistry)
         .context(|| "registering SQL functions".into())?;
     Ok(ctx)

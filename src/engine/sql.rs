@@ -7,7 +7,7 @@
 //! runs on a cluster.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, RecordBatch};
@@ -28,6 +28,7 @@ use datafusion::sql::sqlparser::dialect::GenericDialect;
 
 use crate::engine::stages::Stage;
 use crate::error::{Error, QueryContext, Result};
+use crate::storage::Place;
 
 /// Values for a stage's `${name}` placeholders, each already SQL text.
 #[derive(Debug, Default, Clone)]
@@ -58,8 +59,8 @@ pub fn quote_literal(value: &str) -> String {
 
 /// A folder as the target of a `COPY ... TO`: quoted, with the trailing slash that makes COPY
 /// write a folder of Parquet files.
-pub fn folder_literal(dir: &Path) -> String {
-    quote_literal(&format!("{}/", dir.display()))
+pub fn folder_literal(dir: &Place) -> String {
+    quote_literal(&dir.folder())
 }
 
 /// The `${name}` placeholders of a SQL text, in order of appearance (repeats included).
@@ -209,7 +210,7 @@ async fn run_statement(
         LogicalPlan::Copy(copy) => {
             let folder = copy.output_url.ends_with('/').then(|| {
                 let schema = Arc::new(copy.input.schema().as_arrow().clone());
-                (PathBuf::from(&copy.output_url), schema)
+                (copy.output_url.clone(), schema)
             });
             (Some(copy.output_url.clone()), folder)
         }
@@ -226,7 +227,10 @@ async fn run_statement(
         });
     }
     if let Some((folder, schema)) = folder_copy {
-        ensure_table_file(&folder, schema)?;
+        match Place::parse(&folder, "COPY")? {
+            Place::Local(folder) => ensure_table_file(&folder, schema)?,
+            Place::Remote(url) => ensure_remote_table_file(&url, schema).await?,
+        }
     }
     log::debug!("{}: {:.3} s", what(), started.elapsed().as_secs_f64());
     Ok(())
@@ -248,6 +252,27 @@ fn ensure_table_file(folder: &Path, schema: SchemaRef) -> Result<()> {
         .close()
         .map_err(writer_error)?;
     Ok(())
+}
+
+/// `ensure_table_file` for a folder on an object store.
+async fn ensure_remote_table_file(folder: &url::Url, schema: SchemaRef) -> Result<()> {
+    let remote = crate::storage::Remote::open(folder)?;
+    let holds_parquet = remote
+        .list()
+        .await?
+        .iter()
+        .any(|o| o.location.as_ref().ends_with(".parquet"));
+    if holds_parquet {
+        return Ok(());
+    }
+    let file = remote.child("part-0.parquet");
+    let writer_error = |e: ParquetError| Error::Internal(format!("{}: {e}", file.url()));
+    let mut bytes = Vec::new();
+    ArrowWriter::try_new(&mut bytes, schema, None)
+        .map_err(writer_error)?
+        .close()
+        .map_err(writer_error)?;
+    file.write(bytes).await
 }
 
 /// True when `folder` or a folder inside it (a partitioned COPY) holds a Parquet file.

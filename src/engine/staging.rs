@@ -203,8 +203,15 @@ impl StagingDir {
 impl Drop for StagingDir {
     fn drop(&mut self) {
         if !self.committed {
-            // Best effort: a failed run must not leave a half-written folder behind.
-            let _ = std::fs::remove_dir_all(&self.staging);
+            // Best effort: a failed run must not leave a half-written folder behind. A writer
+            // of the failed stage may still be closing a file in it, which makes one removal
+            // fail ("directory not empty"), so it is tried a few times.
+            for attempt in 0..5 {
+                if std::fs::remove_dir_all(&self.staging).is_ok() || !self.staging.exists() {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20 << attempt));
+            }
         }
         forget_live(&self.staging);
     }

@@ -9,9 +9,11 @@ use crate::engine::session::Console;
 use crate::engine::staging::Overwrite;
 use crate::error::{Error, Result};
 use crate::fingerprint::{MAX_K, Width};
+use crate::input::format::Format;
 use crate::job::choices::Clustering;
 use crate::job::choices::{Matching, PairsListed};
 use crate::plan::BandPlan;
+use crate::storage::Place;
 use crate::text::FeatureOptions;
 
 /// What the documents are: the one difference between `run` and `match`.
@@ -86,8 +88,11 @@ impl PlanChoice {
 #[derive(Debug, Clone)]
 pub struct JobConfig {
     pub inputs: Vec<String>,
+    /// `--input-format`: every input file's format; by extension when `None`.
+    pub input_format: Option<Format>,
     pub source: Source,
-    pub output: PathBuf,
+    /// A local folder or an object-store prefix.
+    pub output: Place,
     pub id_column: String,
     pub k: u32,
     pub width: Width,
@@ -121,14 +126,16 @@ pub const DEFAULT_MIN_SIMILARITY: f64 = 0.75;
 /// k without verification: the largest distance at which unverified pairs stay precise.
 pub const DEFAULT_K: u32 = 3;
 
-/// k with verification, for 64-bit fingerprints: candidates reach as far as the band plans do
-/// at a cost close to k = 3's, and verification keeps the precision (docs/EVALUATION.md).
-pub const DEFAULT_K_VERIFIED: u32 = 8;
+/// k with verification, for 64-bit fingerprints: verification keeps the precision whatever k,
+/// and k = 7 has recall within a point of k = 8's on real drift at half its candidate stage
+/// (docs/EVALUATION.md, docs/BENCHMARKS.md).
+pub const DEFAULT_K_VERIFIED: u32 = 7;
 
 /// What the command line asked for, before the rules between options are applied.
 #[derive(Debug, Clone)]
 pub struct JobRequest {
     pub inputs: Vec<String>,
+    pub input_format: Option<Format>,
     pub source: Source,
     pub output: PathBuf,
     pub id_column: String,
@@ -186,10 +193,21 @@ impl JobRequest {
                     .into(),
             ));
         }
+        let output = Place::parse(&self.output.to_string_lossy(), "--output")?;
+        if let Some(index) = &self.index
+            && Place::parse(&index.dir.to_string_lossy(), "--index")?.is_remote()
+        {
+            return Err(Error::Usage(format!(
+                "--index {}: a signature index lives on a local disk (or a shared folder) in \
+                 this version; the outputs and the input can be on an object store",
+                index.dir.display()
+            )));
+        }
         Ok(JobConfig {
             inputs: self.inputs,
+            input_format: self.input_format,
             source,
-            output: self.output,
+            output,
             id_column: self.id_column,
             k,
             width,
@@ -300,6 +318,7 @@ mod tests {
         }
         JobRequest {
             inputs: vec!["in.parquet".into()],
+            input_format: None,
             source: Source::Texts {
                 text_column: "text".into(),
                 features,
@@ -379,14 +398,14 @@ mod tests {
     }
 
     #[test]
-    fn runs_verify_by_default_with_candidates_up_to_k_8_and_off_means_today_s_k() {
+    fn runs_verify_by_default_with_candidates_up_to_k_7_and_off_means_today_s_k() {
         let mut asked = request(None, None);
         asked.k = None;
         let config = asked.clone().resolve().unwrap();
-        assert_eq!((config.k, config.verify), (8, Some(0.75)));
+        assert_eq!((config.k, config.verify), (7, Some(0.75)));
         let mut wide = asked.clone();
         wide.bits = Some(Width::Bits128);
-        assert_eq!(wide.resolve().unwrap().k, 16);
+        assert_eq!(wide.resolve().unwrap().k, 14);
         let mut off = asked.clone();
         off.verify = Some(Verify::Off);
         let config = off.resolve().unwrap();
@@ -429,6 +448,6 @@ mod tests {
         assert_eq!((config.k, config.verify), (3, None));
         asked.verify = Some(Verify::AtLeast(0.75));
         let config = asked.resolve().unwrap();
-        assert_eq!((config.k, config.verify), (8, Some(0.75)));
+        assert_eq!((config.k, config.verify), (7, Some(0.75)));
     }
 }

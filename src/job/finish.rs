@@ -6,7 +6,7 @@ use datafusion::prelude::SessionContext;
 
 use crate::engine::sql::{first_unsigned, query_stage, run_stage};
 use crate::engine::stages;
-use crate::engine::staging::{SUMMARY_FILE, StagingDir};
+use crate::engine::staging::SUMMARY_FILE;
 use crate::error::{Error, Result};
 use crate::index::BatchMeta;
 use crate::index::batch::IndexedBatch;
@@ -15,6 +15,8 @@ use crate::job::config::{JobConfig, Source};
 use crate::job::params::{StageParams, WORK_DIR};
 use crate::job::stopwatch::Stopwatch;
 use crate::job::summary::{Counts, IndexReport, Parameters, PlanReport, Summary};
+use crate::storage::Place;
+use crate::storage::commit::Staging;
 
 /// summary.json's parameters for the job as it was configured.
 pub(super) fn parameters(
@@ -56,14 +58,14 @@ pub(super) struct Finished<'a> {
 /// again as it was.
 pub(super) async fn finish_batch(
     ctx: &SessionContext,
-    staging: StagingDir,
+    staging: Staging,
     batch: Option<IndexedBatch>,
     params: &StageParams,
     done: Finished<'_>,
     mut clock: Stopwatch,
 ) -> Result<Summary> {
     let Some(mut batch) = batch else {
-        return finish(staging, done, None, clock);
+        return finish(staging, done, None, clock).await;
     };
     let bindings = params.bindings();
     let highest = query_stage(ctx, &stages::INDEX_NEXT_GROUP, &bindings).await?;
@@ -89,7 +91,7 @@ pub(super) async fn finish_batch(
     let inputs = input_names(done.corpus);
     let quiet = clock.quiet;
     let written = staging.target().join(SUMMARY_FILE);
-    let summary = finish(staging, done, Some(report), clock)?;
+    let summary = finish(staging, done, Some(report), clock).await?;
     if let Some(part) = part {
         let meta = BatchMeta {
             batch: batch.number,
@@ -105,7 +107,9 @@ pub(super) async fn finish_batch(
             if let Some(index) = &mut corrected.index {
                 index.updated = false;
             }
-            let _ = corrected.write(&written);
+            if let Place::Local(written) = &written {
+                let _ = corrected.write(written);
+            }
             return Err(Error::Input(format!(
                 "the outputs are written, but adding batch {} to the index {} failed: {e}. \
                  The index has no new batch; run again with --overwrite to retry",
@@ -124,16 +128,13 @@ pub(super) async fn finish_batch(
     Ok(summary)
 }
 
-fn finish(
-    staging: StagingDir,
+async fn finish(
+    staging: Staging,
     done: Finished<'_>,
     index: Option<IndexReport>,
     clock: Stopwatch,
 ) -> Result<Summary> {
-    let work = staging.path().join(WORK_DIR);
-    if work.exists() {
-        std::fs::remove_dir_all(&work).map_err(|e| Error::io(&work, e))?;
-    }
+    staging.remove(WORK_DIR).await?;
     let counts = done.counts;
     let mut stages = clock.stages;
     for stage in &mut stages {
@@ -161,18 +162,18 @@ fn finish(
         total_seconds: clock.started.elapsed().as_secs_f64(),
         peak_rss_bytes: crate::job::summary::peak_rss_bytes(),
     };
-    summary.write(&staging.path().join(SUMMARY_FILE))?;
-    let target = staging.commit()?;
+    let json = serde_json::to_string_pretty(&summary)
+        .map_err(|e| Error::Internal(format!("writing {SUMMARY_FILE}: {e}")))?;
+    staging
+        .write_file(SUMMARY_FILE, (json + "\n").into_bytes())
+        .await?;
+    let target = staging.commit().await?;
     if !clock.quiet {
-        eprintln!("neardup: wrote {}", target.display());
+        eprintln!("neardup: wrote {target}");
     }
     Ok(summary)
 }
 
 fn input_names(corpus: &Corpus) -> Vec<String> {
-    corpus
-        .files
-        .iter()
-        .map(|f| f.display().to_string())
-        .collect()
+    corpus.files.iter().map(ToString::to_string).collect()
 }

@@ -26,7 +26,6 @@ pub use config::{IndexOptions, JobConfig, JobRequest, Source};
 use crate::engine::session::job_session;
 use crate::engine::sql::{Bindings, count_query_stage, run_stage, run_stage_with};
 use crate::engine::stages;
-use crate::engine::staging::StagingDir;
 use crate::error::Result;
 use crate::index::IndexMeta;
 use crate::index::batch::IndexedBatch;
@@ -35,6 +34,7 @@ use crate::job::matching::Against;
 use crate::job::params::StageParams;
 use crate::job::stopwatch::Stopwatch;
 use crate::job::summary::{PlanReport, Summary};
+use crate::storage::commit::Staging;
 
 /// Rows per batch while documents are fingerprinted. DataFusion's 8,192 suit narrow rows; 8,192
 /// documents are megabytes of text and a quarter of a second of fingerprinting, so at the end
@@ -45,44 +45,62 @@ pub const TEXT_BATCH_ROWS: usize = 2048;
 /// Runs the job: its outputs are committed under `config.output` when it returns the summary.
 pub async fn run(config: &JobConfig) -> Result<Summary> {
     let mut clock = Stopwatch::new(config.console.quiet);
-    let corpus = input::inspect(input::resolve_inputs(&config.inputs)?)?;
+    let corpus =
+        input::inspect(input::resolve_inputs(&config.inputs, config.input_format).await?).await?;
     source::check_places(config, &corpus)?;
-    let checked = source::check_columns(config, &corpus)?;
+    let source::Checked {
+        params: source_params,
+        id_type,
+        feature_files,
+    } = source::check_columns(config, &corpus)?;
     let settings = IndexMeta::new(
         config.width.bits(),
         config.k,
         &config.source.features(),
-        &checked.id_type,
-        checked.feature_files.clone(),
+        &id_type,
+        feature_files.clone(),
         config.verify,
     );
     let batch = IndexedBatch::open(config.index.as_ref(), settings)?;
-    let staging = StagingDir::create(&config.output, config.overwrite)?;
+    let staging = Staging::create(&config.output, config.overwrite).await?;
     let ctx = job_session(&config.console).await?;
-    source::register_corpus(&ctx, &corpus).await?;
     let mut params = StageParams {
-        dir: staging.path().to_path_buf(),
+        dir: staging.place(),
         id_column: config.id_column.clone(),
         k: config.k,
         width: config.width,
-        source: checked.params,
+        source: source_params,
         index: None,
         verify: config.verify,
     };
-    if let Some(batch) = &batch {
-        params.index = Some(batch.prepare(&ctx, &checked.id_type, config.width).await?);
-    }
-    let plan = match run_stages(&ctx, config, &corpus, batch.as_ref(), &params, &mut clock).await {
-        Ok(plan) => plan,
+    let work = async {
+        source::register_corpus(&ctx, &corpus).await?;
+        if let Some(batch) = &batch {
+            params.index = Some(batch.prepare(&ctx, &id_type, config.width).await?);
+        }
+        let plan =
+            match run_stages(&ctx, config, &corpus, batch.as_ref(), &params, &mut clock).await {
+                Ok(plan) => plan,
+                Err(e) => {
+                    let batch = batch.as_ref();
+                    let console = &config.console;
+                    return Err(source::name_corrupt_input(&ctx, e, &corpus, batch, console).await);
+                }
+            };
+        let counts = counts::count(&ctx, &params).await?;
+        Ok((plan, counts))
+    };
+    let (plan, counts) = match work.await {
+        Ok(done) => done,
         Err(e) => {
-            let batch = batch.as_ref();
-            return Err(source::name_corrupt_input(&ctx, e, &corpus, batch, &config.console).await);
+            // A local staging folder goes when dropped; a run prefix on a store is removed here.
+            staging.abandon().await;
+            return Err(e);
         }
     };
-    let counts = counts::count(&ctx, &params).await?;
     let done = finish::Finished {
         command: config.source.command(),
-        parameters: finish::parameters(config, checked.feature_files),
+        parameters: finish::parameters(config, feature_files),
         plan,
         corpus: &corpus,
         counts,

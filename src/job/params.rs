@@ -4,10 +4,10 @@
 //! is bound and every binding is used.
 
 use std::ops::Range;
-use std::path::{Path, PathBuf};
 
 use crate::engine::sql::{Bindings, folder_literal, quote_ident, quote_literal};
 use crate::fingerprint::Width;
+use crate::storage::Place;
 
 /// Internal tables live here inside the staging folder and are removed before the commit.
 pub const WORK_DIR: &str = "_work";
@@ -15,8 +15,8 @@ pub const WORK_DIR: &str = "_work";
 /// What every stage of one job is given.
 #[derive(Debug, Clone)]
 pub struct StageParams {
-    /// The staging folder the job writes its tables into.
-    pub dir: PathBuf,
+    /// The staging folder (or run prefix on an object store) the job writes its tables into.
+    pub dir: Place,
     pub id_column: String,
     pub k: u32,
     pub width: Width,
@@ -50,7 +50,7 @@ pub use crate::index::batch::BatchPlace as IndexParams;
 
 impl StageParams {
     /// Where the SQL rounds of the clustering write their edges.
-    pub fn components_dir(&self) -> PathBuf {
+    pub fn components_dir(&self) -> Place {
         self.dir.join(WORK_DIR).join("components")
     }
 
@@ -107,7 +107,7 @@ impl StageParams {
         if let Some(index) = &self.index {
             b.set("next_group_id", index.next_group_id.to_string());
             if let Some(part) = &index.part {
-                let folder = |name: &str| folder_literal(&part.join(name));
+                let folder = |name: &str| folder_literal(&Place::Local(part.join(name)));
                 b.set("index_documents_dir", folder(crate::index::DOCUMENTS_DIR))
                     .set("index_groups_dir", folder(crate::index::GROUP_LOG_DIR));
             }
@@ -136,8 +136,8 @@ impl Pass<'_> {
 /// writes and the edge tables it compares.
 #[derive(Debug, Clone)]
 pub struct Round<'a> {
-    pub edges_out: &'a Path,
-    pub large_out: &'a Path,
+    pub edges_out: &'a Place,
+    pub large_out: &'a Place,
     pub edges_before: &'a str,
     pub edges_after: &'a str,
 }
@@ -166,7 +166,7 @@ mod tests {
 
     fn params(source: SourceParams, width: Width) -> StageParams {
         StageParams {
-            dir: PathBuf::from("/tmp/out/.staging"),
+            dir: Place::Local("/tmp/out/.staging".into()),
             id_column: "doc id".into(),
             k: 3,
             width,
@@ -174,7 +174,7 @@ mod tests {
             index: Some(IndexParams {
                 batch: 2,
                 next_group_id: 7,
-                part: Some(PathBuf::from("/tmp/index/.part")),
+                part: Some("/tmp/index/.part".into()),
             }),
             verify: Some(0.75),
         }
@@ -201,9 +201,13 @@ mod tests {
             bands: 1..5,
         };
         pass.bind(&mut all);
+        let (edges, large) = (
+            Place::Local("/tmp/e1".into()),
+            Place::Local("/tmp/l1".into()),
+        );
         let round = Round {
-            edges_out: Path::new("/tmp/e1"),
-            large_out: Path::new("/tmp/l1"),
+            edges_out: &edges,
+            large_out: &large,
             edges_before: "edges_0",
             edges_after: "edges_1",
         };

@@ -3,21 +3,23 @@
 //! and a failure traced to the file that caused it.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::cast::as_int64_array;
 use datafusion::prelude::{ParquetReadOptions, SessionContext};
+use futures::StreamExt;
 
-use crate::engine::session::{Console, find_unreadable_file};
+use crate::engine::session::Console;
 use crate::engine::sql::{Bindings, query_stage, quote_ident, quote_literal, run_statements};
 use crate::engine::stages;
 use crate::engine::staging::refuse_overlap;
 use crate::error::{Error, QueryContext, Result};
 use crate::index::batch::IndexedBatch;
 use crate::input::Corpus;
+use crate::input::format::Format;
 use crate::job::config::{JobConfig, Source};
 use crate::job::params::SourceParams;
+use crate::storage::Place;
 use crate::text::Featurizer;
 
 /// What the checks of the corpus found out, for the stages and the summary.
@@ -71,15 +73,52 @@ pub fn check_columns(config: &JobConfig, corpus: &Corpus) -> Result<Checked> {
 /// Refuses an output that would replace or swallow what the job reads: an input file or an index
 /// inside the output folder, or an output inside an input folder or the index.
 pub fn check_places(config: &JobConfig, corpus: &Corpus) -> Result<()> {
-    let output = &config.output;
+    let Place::Local(output) = &config.output else {
+        return refuse_remote_overlap(config, corpus);
+    };
     for file in &corpus.files {
-        refuse_overlap(output, "--input", file)?;
+        if let Place::Local(file) = file {
+            refuse_overlap(output, "--input", file)?;
+        }
     }
     for given in &config.inputs {
-        refuse_overlap(output, "--input", Path::new(given))?;
+        if let Place::Local(path) = Place::parse(given, "--input")? {
+            refuse_overlap(output, "--input", &path)?;
+        }
     }
     if let Some(index) = &config.index {
         refuse_overlap(output, "--index", &index.dir)?;
+    }
+    Ok(())
+}
+
+/// On a store, the same rule by URL: no input under the output prefix, and no output under an
+/// input prefix.
+fn refuse_remote_overlap(config: &JobConfig, corpus: &Corpus) -> Result<()> {
+    let output = config.output.folder();
+    let inputs = corpus.files.iter().map(Place::to_string);
+    let given = config
+        .inputs
+        .iter()
+        .map(|i| i.trim_end_matches('/').to_string());
+    for input in inputs.chain(given) {
+        if input.contains(['*', '?', '[']) {
+            continue;
+        }
+        if format!("{input}/").starts_with(&output) {
+            return Err(Error::Usage(format!(
+                "--input {input} is inside --output {}: writing the output would replace it; \
+                 choose an output elsewhere",
+                config.output
+            )));
+        }
+        if output.starts_with(&format!("{input}/")) {
+            return Err(Error::Usage(format!(
+                "--output {} is inside --input {input}: a later run over that prefix would read \
+                 neardup's tables as documents; choose an output elsewhere",
+                config.output
+            )));
+        }
     }
     Ok(())
 }
@@ -105,7 +144,7 @@ fn partition_clause(corpus: &Corpus, columns: &[String]) -> Result<String> {
         if corpus.schema.field_with_name(column).is_err() {
             return Err(Error::Input(format!(
                 "--partition-by {given}: {} has no column '{}'; the columns are: {}",
-                corpus.files[0].display(),
+                corpus.files[0],
                 crate::error::echo(column),
                 corpus.column_names()
             )));
@@ -135,19 +174,18 @@ fn partition_clause(corpus: &Corpus, columns: &[String]) -> Result<String> {
 /// input column, such as the `input_order` of a run's own signatures). Hive partition folders
 /// of the files are columns of both, after the files' own.
 pub async fn register_corpus(ctx: &SessionContext, corpus: &Corpus) -> Result<()> {
-    let paths: Vec<String> = corpus
-        .files
-        .iter()
-        .map(|f| f.display().to_string())
-        .collect();
+    let paths: Vec<String> = corpus.files.iter().map(Place::to_string).collect();
     let options = || ParquetReadOptions::default().file_extension("");
     let mut plain = Vec::with_capacity(paths.len());
     let mut ordered = Vec::with_capacity(paths.len());
-    for (index, path) in paths.iter().enumerate() {
+    for (index, (path, format)) in paths.iter().zip(&corpus.formats).enumerate() {
         let table = format!("corpus_file_{index}");
-        ctx.register_parquet(&table, path, options())
+        let frame = format
+            .read(ctx, path)
             .await
             .context(|| format!("reading {path}"))?;
+        ctx.register_table(&table, frame.into_view())
+            .context(|| format!("registering {path}"))?;
         let mut columns = String::from("*");
         let values = corpus.partition_values.get(index).into_iter().flatten();
         for (name, value) in corpus.partition_columns.iter().zip(values) {
@@ -161,7 +199,9 @@ pub async fn register_corpus(ctx: &SessionContext, corpus: &Corpus) -> Result<()
             "SELECT {columns}, {index} * 4294967296 + CAST(row_number() OVER () AS BIGINT) - 1 AS __neardup_input_order FROM {table}"
         ));
     }
-    if corpus.partition_columns.is_empty() {
+    let all_parquet = corpus.formats.iter().all(|f| f.format == Format::Parquet);
+    if corpus.partition_columns.is_empty() && all_parquet {
+        // One scan over every file, which DataFusion spreads over the cores.
         let all = ctx
             .read_parquet(paths.clone(), options())
             .await
@@ -213,6 +253,26 @@ pub async fn check_ids(
     }
 }
 
+/// Reads every input file completely, the way the stages read it, and returns the first that
+/// fails with its error. Runs only after a failure, so its cost is paid only then.
+async fn find_unreadable_input(ctx: &SessionContext, corpus: &Corpus) -> Option<(String, String)> {
+    for (file, format) in corpus.files.iter().zip(&corpus.formats) {
+        let location = file.to_string();
+        let read = async {
+            let frame = format.read(ctx, &location).await?;
+            let mut stream = frame.execute_stream().await?;
+            while let Some(batch) = stream.next().await {
+                batch?;
+            }
+            Ok::<(), datafusion::error::DataFusionError>(())
+        };
+        if let Err(e) = read.await {
+            return Some((location, e.to_string()));
+        }
+    }
+    None
+}
+
 /// A stage failed inside DataFusion: if an input file or a file of the index the job matches
 /// against is corrupt, say which one (DataFusion's message does not say which file of many it
 /// was reading).
@@ -228,8 +288,8 @@ pub async fn name_corrupt_input(
     if !matches!(error, Error::Query { .. }) || console.cluster.is_some() {
         return error;
     }
-    if let Some((file, message)) = find_unreadable_file(ctx, &corpus.files).await {
-        return Error::Input(format!("{} cannot be read: {message}", file.display()));
+    if let Some((file, message)) = find_unreadable_input(ctx, corpus).await {
+        return Error::Input(format!("{file} cannot be read: {message}"));
     }
     match batch {
         Some(batch) => batch.index.name_unreadable_file(ctx).await.unwrap_or(error),
@@ -252,7 +312,8 @@ mod tests {
             .map(|name| Field::new(*name, DataType::Utf8, true))
             .collect();
         Corpus {
-            files: vec![PathBuf::from("/data/in.parquet")],
+            files: vec![Place::Local(PathBuf::from("/data/in.parquet"))],
+            formats: vec![Default::default()],
             schema: Arc::new(Schema::new(fields)),
             rows: 0,
             partition_columns: Vec::new(),

@@ -143,9 +143,14 @@ impl Summary {
     }
 
     pub fn read(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-        serde_json::from_str(&text)
-            .map_err(|e| Error::Input(format!("{} is not a neardup summary: {e}", path.display())))
+        let text = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+        Self::from_json(&text, &path.display().to_string())
+    }
+
+    /// A summary from its bytes; `place` names where they were read, for the error.
+    pub fn from_json(bytes: &[u8], place: &str) -> Result<Self> {
+        serde_json::from_slice(bytes)
+            .map_err(|e| Error::Input(format!("{place} is not a neardup summary: {e}")))
     }
 }
 

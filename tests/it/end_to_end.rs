@@ -168,8 +168,8 @@ async fn sample_run_finds_the_planted_groups() {
     assert_eq!(counts["documents_removed"], 7);
     assert_eq!(counts["documents_kept"], DOCUMENTS - 7);
     assert_eq!(counts["pairs"], expected_pairs.len());
-    // The defaults: candidates within k = 8, verified at an estimated Jaccard of 0.75.
-    assert_eq!(summary["parameters"]["k"], 8);
+    // The defaults: candidates within k = 7, verified at an estimated Jaccard of 0.75.
+    assert_eq!(summary["parameters"]["k"], 7);
     assert_eq!(summary["parameters"]["min_similarity"], 0.75);
     // Per stage: the rows it wrote (as counted above) and the peak memory so far.
     let stage = |name: &str| {
@@ -188,8 +188,8 @@ async fn sample_run_finds_the_planted_groups() {
     assert_eq!(stage("dedup")["rows"], DOCUMENTS - 7);
     assert!(stage("plan")["rows"].is_null());
     assert!(stage("groups")["peak_rss_bytes"].as_u64().unwrap() > 1 << 20);
-    // k = 8: nine bands of 7 or 8 bits, by pigeonhole (the planner's pick at this size).
-    assert_eq!(summary["plan"]["plan"], "bands:9");
+    // k = 7: eight bands of 8 bits, by pigeonhole (the planner's pick at this size).
+    assert_eq!(summary["plan"]["plan"], "bands:8");
     assert!(output.join("_SUCCESS").is_file());
     assert!(
         !output.join("_work").exists(),

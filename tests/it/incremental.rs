@@ -406,7 +406,7 @@ fn refused_and_killed_batches_leave_the_index_as_it_was() {
     // Other settings than the index's.
     let out = run(&second, "out-k", &["--update-index", "--k", "4"]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(stderr(&out).contains("--k 8"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--k 7"), "{}", stderr(&out));
     assert_eq!(listing(&index), before);
 
     // Killed after the index part is written, before anything is committed.

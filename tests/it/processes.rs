@@ -19,24 +19,32 @@ pub struct Process {
 impl Process {
     /// A scheduler or an executor: the binary with `args`, standard error into `log`, and
     /// `RUST_LOG` set so that Ballista's executors log each task they receive and finish (at
-    /// info) and the scheduler each executor it finds dead (at warn).
-    pub fn server(args: &[&str], log: PathBuf) -> Self {
+    /// info) and the scheduler each executor it finds dead (at warn); `env` on top of this
+    /// process's environment.
+    pub fn server_with_env(args: &[&str], log: PathBuf, env: &[(String, String)]) -> Self {
         Self::start(
             args,
             log,
             Some("ballista_executor=info,ballista_scheduler=info"),
+            env,
         )
     }
 
     /// A client (`neardup run`, ...): the binary with `args`, standard error into `log`.
     pub fn client(args: &[&str], log: PathBuf) -> Self {
-        Self::start(args, log, None)
+        Self::start(args, log, None, &[])
     }
 
-    fn start(args: &[&str], log: PathBuf, rust_log: Option<&str>) -> Self {
+    fn start(
+        args: &[&str],
+        log: PathBuf,
+        rust_log: Option<&str>,
+        env: &[(String, String)],
+    ) -> Self {
         let mut command = Command::new(env!("CARGO_BIN_EXE_neardup"));
         command
             .args(args)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::null())
             .stderr(File::create(&log).unwrap());
         if let Some(rust_log) = rust_log {
@@ -112,9 +120,18 @@ fn scheduler_port(scheduler: &Process) -> u16 {
 /// A scheduler on a free loopback port with `extra` flags, logging to `dir/scheduler.log`, and
 /// its `127.0.0.1:port`.
 pub fn start_scheduler(dir: &Path, extra: &[&str]) -> (Process, String) {
+    start_scheduler_with_env(dir, extra, &[])
+}
+
+/// `start_scheduler` with `env` set for the scheduler.
+pub fn start_scheduler_with_env(
+    dir: &Path,
+    extra: &[&str],
+    env: &[(String, String)],
+) -> (Process, String) {
     let mut args = vec!["scheduler", "--bind", "127.0.0.1:0"];
     args.extend_from_slice(extra);
-    let scheduler = Process::server(&args, dir.join("scheduler.log"));
+    let scheduler = Process::server_with_env(&args, dir.join("scheduler.log"), env);
     let port = scheduler_port(&scheduler);
     (scheduler, format!("127.0.0.1:{port}"))
 }
@@ -122,6 +139,17 @@ pub fn start_scheduler(dir: &Path, extra: &[&str]) -> (Process, String) {
 /// Executor number `n` of one task slot, working for `scheduler` (its `host:port`) with `extra`
 /// flags, in `dir/executor<n>` and logging to `dir/executor<n>.log`.
 pub fn start_executor(dir: &Path, n: usize, scheduler: &str, extra: &[&str]) -> Process {
+    start_executor_with_env(dir, n, scheduler, extra, &[])
+}
+
+/// `start_executor` with `env` set for the executor.
+pub fn start_executor_with_env(
+    dir: &Path,
+    n: usize,
+    scheduler: &str,
+    extra: &[&str],
+    env: &[(String, String)],
+) -> Process {
     let work = dir.join(format!("executor{n}"));
     std::fs::create_dir_all(&work).unwrap();
     let bind = format!("127.0.0.1:{}", free_port());
@@ -137,13 +165,23 @@ pub fn start_executor(dir: &Path, n: usize, scheduler: &str, extra: &[&str]) -> 
         path_str(&work),
     ];
     args.extend_from_slice(extra);
-    Process::server(&args, dir.join(format!("executor{n}.log")))
+    Process::server_with_env(&args, dir.join(format!("executor{n}.log")), env)
 }
 
 /// `count` executors working for `scheduler`, once each polls it for work.
 pub fn start_executors(dir: &Path, count: usize, scheduler: &str) -> Vec<Process> {
+    start_executors_with_env(dir, count, scheduler, &[])
+}
+
+/// `start_executors` with `env` set for each executor.
+pub fn start_executors_with_env(
+    dir: &Path,
+    count: usize,
+    scheduler: &str,
+    env: &[(String, String)],
+) -> Vec<Process> {
     let executors: Vec<Process> = (0..count)
-        .map(|n| start_executor(dir, n, scheduler, &[]))
+        .map(|n| start_executor_with_env(dir, n, scheduler, &[], env))
         .collect();
     for executor in &executors {
         wait_for(executor, "Starting poll work loop with scheduler");

@@ -3,7 +3,7 @@
 //! use union-find (`super::union_find`), which labels the same way: each node with the smallest
 //! node of its component.
 
-use std::path::Path;
+use crate::storage::Place;
 
 use datafusion::prelude::{ParquetReadOptions, SessionContext};
 
@@ -19,8 +19,8 @@ pub const MAX_ROUNDS: usize = 200;
 /// Computes the components of `fingerprint_pairs` in rounds written under `work`, and registers
 /// `fingerprint_components (simhash, component)`, the component being its smallest
 /// fingerprint. Returns the rounds it took.
-pub async fn sql_components(ctx: &SessionContext, work: &Path) -> Result<usize> {
-    let folder = |round: usize| work.join(format!("edges_{round}"));
+pub async fn sql_components(ctx: &SessionContext, work: &Place) -> Result<usize> {
+    let folder = |round: usize| work.join(&format!("edges_{round}"));
     let start = folder(0);
     let first = Round {
         edges_out: &start,
@@ -32,7 +32,7 @@ pub async fn sql_components(ctx: &SessionContext, work: &Path) -> Result<usize> 
     register_edges(ctx, &start, "edges_0").await?;
     for round in 1..=MAX_ROUNDS {
         register_edges(ctx, &folder(round - 1), "edges_in").await?;
-        let (edges_out, large_out) = (folder(round), work.join(format!("large_{round}")));
+        let (edges_out, large_out) = (folder(round), work.join(&format!("large_{round}")));
         let (before, after) = (format!("edges_{}", round - 1), format!("edges_{round}"));
         let bindings = Round {
             edges_out: &edges_out,
@@ -58,8 +58,8 @@ pub async fn sql_components(ctx: &SessionContext, work: &Path) -> Result<usize> 
 }
 
 /// Registers (or re-registers) `name` as the edges in `folder`.
-async fn register_edges(ctx: &SessionContext, folder: &Path, name: &str) -> Result<()> {
-    let path = format!("{}/", folder.display());
+async fn register_edges(ctx: &SessionContext, folder: &Place, name: &str) -> Result<()> {
+    let path = folder.folder();
     let _ = ctx.deregister_table(name);
     ctx.register_parquet(name, &path, ParquetReadOptions::default())
         .await
@@ -109,7 +109,9 @@ mod tests {
         .await
         .unwrap();
         let _ = ctx.deregister_table("fingerprint_components");
-        let rounds = sql_components(ctx, work.path()).await.unwrap();
+        let rounds = sql_components(ctx, &Place::Local(work.path().to_path_buf()))
+            .await
+            .unwrap();
         let batches = ctx
             .sql("SELECT simhash, component FROM fingerprint_components")
             .await

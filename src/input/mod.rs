@@ -1,5 +1,11 @@
 //! Finding the input files and checking, before any work starts, that they can be read and
 //! have the columns the job needs. Every error names the file (and the column) it is about.
+//!
+//! Local paths are searched here; prefixes and patterns on object stores in `remote`; the
+//! formats (Parquet, JSON Lines, CSV) are `format`'s.
+
+pub mod format;
+pub mod remote;
 
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -11,19 +17,25 @@ use std::sync::Arc;
 
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use datafusion::prelude::SessionContext;
 
 use crate::engine::sql::{quote_ident, quote_literal};
 use crate::engine::staging::has_glob_characters;
 use crate::error::{Error, Result};
+use crate::storage::Place;
+use format::{FileFormat, Format};
 
-/// The checked input of a run: its Parquet files, in the order that defines "input order",
-/// and their common schema.
+/// The checked input of a run: its files, in the order that defines "input order", and their
+/// common schema.
 #[derive(Debug, Clone)]
 pub struct Corpus {
-    pub files: Vec<PathBuf>,
+    /// Absolute local paths or object-store URLs.
+    pub files: Vec<Place>,
+    /// Each file's format, in the files' order.
+    pub formats: Vec<FileFormat>,
     /// The files' columns, then the partition columns.
     pub schema: SchemaRef,
-    /// Rows in all the files, from their Parquet footers.
+    /// Rows in all the files, from their Parquet footers (JSON Lines and CSV are counted).
     pub rows: u64,
     /// Hive partition columns (`dt` of `.../dt=2026-11-28/part-0.parquet`), Utf8, in path order.
     pub partition_columns: Vec<String>,
@@ -37,14 +49,48 @@ pub struct Corpus {
 /// file named twice, or reached again through a symlink, is read once (under the first of its
 /// paths). Folders and `**` search each real folder once: a symlink back into a folder already
 /// being searched (a loop) is reported on standard error and not followed.
-pub fn resolve_inputs(inputs: &[String]) -> Result<Vec<PathBuf>> {
+/// Object-store URLs are listed the same way (`remote`). `format` is `--input-format`: without
+/// it a file's extension tells, and a folder's files are its Parquet files, else its JSON
+/// Lines files, else its CSV files.
+pub async fn resolve_inputs(
+    inputs: &[String],
+    format: Option<Format>,
+) -> Result<Vec<(Place, FileFormat)>> {
     if inputs.is_empty() {
         return Err(Error::Usage("no --input given".into()));
     }
     let mut files = Vec::new();
+    let mut seen_urls = BTreeSet::new();
+    let mut local = Vec::new();
+    for input in inputs {
+        match Place::parse(input, "--input")? {
+            Place::Remote(url) => {
+                for (url, file_format) in remote::expand(&url, format).await? {
+                    if seen_urls.insert(url.to_string()) {
+                        files.push((Place::Remote(url), file_format));
+                    }
+                }
+            }
+            Place::Local(path) => {
+                let found = resolve_local(&[path.to_string_lossy().into_owned()], format)?;
+                for (file, file_format) in found {
+                    if !local.contains(&file) {
+                        local.push(file.clone());
+                        files.push((Place::Local(file), file_format));
+                    }
+                }
+            }
+        }
+    }
+    Ok(files)
+}
+
+/// Local inputs: files, folders and globs, each real file once.
+fn resolve_local(inputs: &[String], format: Option<Format>) -> Result<Vec<(PathBuf, FileFormat)>> {
+    let mut files = Vec::new();
     let mut seen = BTreeSet::new();
     for input in inputs {
-        for file in expand(input)? {
+        for file in expand(input, format)? {
             if has_glob_characters(&file) {
                 return Err(Error::Input(format!(
                     "{}: neardup cannot read a file whose path holds '*', '?' or '[' (DataFusion \
@@ -57,28 +103,35 @@ pub fn resolve_inputs(inputs: &[String]) -> Result<Vec<PathBuf>> {
             // link) stays as it is, and reading it reports the error.
             let real = std::fs::canonicalize(&absolute).unwrap_or_else(|_| absolute.clone());
             if seen.insert(real) {
-                files.push(absolute);
+                let name = absolute.to_string_lossy().into_owned();
+                files.push((absolute, FileFormat::of_file(&name, format)));
             }
         }
     }
     Ok(files)
 }
 
-fn expand(input: &str) -> Result<Vec<PathBuf>> {
+fn expand(input: &str, format: Option<Format>) -> Result<Vec<PathBuf>> {
     let path = Path::new(input);
     if path.is_file() {
         return Ok(vec![path.to_path_buf()]);
     }
     if path.is_dir() {
         let mut files = Vec::new();
-        collect_parquet_files(path, &mut Searched::default(), &mut files)?;
+        collect_corpus_files(path, &mut Searched::default(), &mut files)?;
         files.sort();
-        if files.is_empty() {
+        let names: Vec<String> = files
+            .iter()
+            .map(|f| f.to_string_lossy().into_owned())
+            .collect();
+        let keep = folder_files(&names, format);
+        if keep.is_empty() {
             return Err(Error::Input(format!(
-                "input folder {input} holds no .parquet files"
+                "input folder {input} holds no {} files",
+                described(format)
             )));
         }
-        return Ok(files);
+        return Ok(keep.into_iter().map(|i| files[i].clone()).collect());
     }
     if input.contains(['*', '?', '[']) {
         let mut files: Vec<PathBuf> = glob_paths(input)?
@@ -94,14 +147,47 @@ fn expand(input: &str) -> Result<Vec<PathBuf>> {
         return Ok(files);
     }
     Err(Error::Input(format!(
-        "input {input} does not exist (give a Parquet file, a folder of them, or a glob)"
+        "input {input} does not exist (give a Parquet, JSON Lines or CSV file, a folder of them, \
+         or a glob)"
     )))
 }
 
-/// Parquet files under `dir`, skipping hidden and `_`-prefixed entries (Spark and Hive
+/// Which of a folder's files (by name, in order) are the corpus: those of `format`, or else the
+/// Parquet files, else the JSON Lines files, else the CSV files. Returns their indexes.
+pub fn folder_files(names: &[String], format: Option<Format>) -> Vec<usize> {
+    let of = |i: &usize| FileFormat::of_name(&names[*i]).map(|f| f.format);
+    let all: Vec<usize> = (0..names.len()).collect();
+    let wanted = match format {
+        Some(format) => vec![format],
+        None => vec![Format::Parquet, Format::JsonLines, Format::Csv],
+    };
+    for format in wanted {
+        let found: Vec<usize> = all
+            .iter()
+            .copied()
+            .filter(|i| of(i) == Some(format))
+            .collect();
+        if !found.is_empty() {
+            return found;
+        }
+    }
+    Vec::new()
+}
+
+/// "Parquet, JSON Lines or CSV", or the one format asked for, for messages.
+fn described(format: Option<Format>) -> String {
+    match format {
+        None => ".parquet, .jsonl or .csv".to_string(),
+        Some(Format::Parquet) => ".parquet".to_string(),
+        Some(Format::JsonLines) => ".jsonl (.ndjson, .json)".to_string(),
+        Some(Format::Csv) => ".csv".to_string(),
+    }
+}
+
+/// Files of a corpus format (`FileFormat::of_name`) under `dir`, skipping hidden and `_`-prefixed entries (Spark and Hive
 /// markers such as `_SUCCESS`, temporary `.part` folders). Entries are visited in name order,
 /// so when two paths lead to one real folder, the first in path order is the one searched.
-fn collect_parquet_files(
+fn collect_corpus_files(
     dir: &Path,
     searched: &mut Searched,
     files: &mut Vec<PathBuf>,
@@ -124,8 +210,8 @@ fn collect_parquet_files(
     entries.sort();
     for (name, path) in entries {
         if path.is_dir() {
-            collect_parquet_files(&path, searched, files)?;
-        } else if name.to_string_lossy().ends_with(".parquet") {
+            collect_corpus_files(&path, searched, files)?;
+        } else if FileFormat::of_name(&name.to_string_lossy()).is_some() {
             files.push(path);
         }
     }
@@ -440,21 +526,26 @@ fn unescape(text: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// Reads the footer of every file (no data) and checks that the schemas agree.
-pub fn inspect(files: Vec<PathBuf>) -> Result<Corpus> {
+/// Reads the footer of every Parquet file (no data), infers the columns of JSON Lines and CSV
+/// files (and counts their rows), and checks that the schemas agree.
+pub async fn inspect(found: Vec<(Place, FileFormat)>) -> Result<Corpus> {
+    let (files, formats): (Vec<Place>, Vec<FileFormat>) = found.into_iter().unzip();
     let mut schema: Option<SchemaRef> = None;
     let mut rows = 0;
-    for file in &files {
-        let (file_schema, file_rows) = read_schema(file)?;
+    let ctx = crate::engine::session::session_context()?;
+    for (file, format) in files.iter().zip(&formats) {
+        let (file_schema, file_rows) = match (file, format.format) {
+            (Place::Local(path), Format::Parquet) => read_schema(path)?,
+            _ => read_schema_of(&ctx, file, *format).await?,
+        };
         rows += file_rows;
         match &schema {
             None => schema = Some(file_schema),
             Some(first) => {
                 if let Some(difference) = schema_difference(first, &file_schema) {
                     return Err(Error::Input(format!(
-                        "{} does not have the schema of {}: {difference}",
-                        file.display(),
-                        files[0].display()
+                        "{file} does not have the schema of {}: {difference}",
+                        files[0]
                     )));
                 }
             }
@@ -470,6 +561,7 @@ pub fn inspect(files: Vec<PathBuf>) -> Result<Corpus> {
     );
     Ok(Corpus {
         files,
+        formats,
         schema: Arc::new(Schema::new(fields)),
         rows,
         partition_columns,
@@ -481,11 +573,15 @@ pub fn inspect(files: Vec<PathBuf>) -> Result<Corpus> {
 /// names; a name that is also a column of the files is the files' column, not a partition.
 type Partitions = (Vec<String>, Vec<Vec<Option<String>>>);
 
-fn partitions(files: &[PathBuf], schema: &SchemaRef) -> Result<Partitions> {
+fn partitions(files: &[Place], schema: &SchemaRef) -> Result<Partitions> {
     let mut columns: Option<Vec<String>> = None;
     let mut values = Vec::with_capacity(files.len());
     for file in files {
-        let found: Vec<(String, Option<String>)> = hive_partitions(file)
+        let path = match file {
+            Place::Local(path) => path.clone(),
+            Place::Remote(url) => PathBuf::from(url.path()),
+        };
+        let found: Vec<(String, Option<String>)> = hive_partitions(&path)
             .into_iter()
             .filter(|(name, _)| schema.field_with_name(name).is_err())
             .collect();
@@ -494,11 +590,10 @@ fn partitions(files: &[PathBuf], schema: &SchemaRef) -> Result<Partitions> {
             None => columns = Some(names),
             Some(first) if *first != names => {
                 return Err(Error::Input(format!(
-                    "{} is under partition folders [{}], but {} is under [{}]; every input file \
-                     must have the same partition columns",
-                    file.display(),
+                    "{file} is under partition folders [{}], but {} is under [{}]; every input \
+                     file must have the same partition columns",
                     names.join(", "),
-                    files[0].display(),
+                    files[0],
                     first.join(", ")
                 )));
             }
@@ -516,7 +611,7 @@ impl Corpus {
             Ok(field) => Ok(field.data_type().clone()),
             Err(_) => Err(Error::Input(format!(
                 "{}: no {role} column '{name}'; the columns are: {} (choose with --{role}-column)",
-                self.files[0].display(),
+                self.files[0],
                 self.column_names()
             ))),
         }
@@ -540,7 +635,7 @@ impl Corpus {
         }
         Err(Error::Input(format!(
             "{}: id column '{name}' has type {id_type}; ids must be integers or strings",
-            self.files[0].display()
+            self.files[0]
         )))
     }
 
@@ -559,7 +654,7 @@ impl Corpus {
                  UTF-8 strings and will not guess an encoding. Decode it first, e.g. \
                  neardup query \"COPY (SELECT *, CAST({} AS VARCHAR) AS text_utf8 FROM '<file>') TO '<new file>'\" \
                  and pass --text-column text_utf8",
-                self.files[0].display(),
+                self.files[0],
                 quote_ident(name)
             )));
         }
@@ -573,7 +668,7 @@ impl Corpus {
         }
         Err(Error::Input(format!(
             "{}: text column '{name}' has type {text_type}; it must be a string column",
-            self.files[0].display()
+            self.files[0]
         )))
     }
 
@@ -585,7 +680,7 @@ impl Corpus {
         }
         Err(Error::Input(format!(
             "{}: fingerprint column '{name}' has type {simhash_type}; it must be UInt64",
-            self.files[0].display()
+            self.files[0]
         )))
     }
 
@@ -595,7 +690,7 @@ impl Corpus {
         let file = (input_order >> 32) as usize;
         let row = input_order & 0xFFFF_FFFF;
         match self.files.get(file) {
-            Some(path) => format!("{} row {}", path.display(), row + 1),
+            Some(place) => format!("{place} row {}", row + 1),
             None => format!("input order {input_order}"),
         }
     }
@@ -603,7 +698,12 @@ impl Corpus {
 
 /// A dictionary-encoded text column, with the SQL that decodes it (tried on DataFusion 55:
 /// `SELECT * REPLACE (...)` keeps the other columns and their order).
-fn dictionary_text_message(file: &Path, files: usize, name: &str, text_type: &DataType) -> String {
+fn dictionary_text_message(
+    file: &dyn std::fmt::Display,
+    files: usize,
+    name: &str,
+    text_type: &DataType,
+) -> String {
     let column = sql_name(name);
     let each = if files > 1 {
         " (for each input file)"
@@ -615,8 +715,8 @@ fn dictionary_text_message(file: &Path, files: usize, name: &str, text_type: &Da
          strings. Decode it first{each}, e.g. neardup query \"COPY (SELECT * REPLACE \
          (arrow_cast({column}, 'Utf8') AS {column}) FROM {}) TO '<new file>.parquet'\" and \
          give the new file as --input",
-        file.display(),
-        quote_literal(&file.display().to_string())
+        file,
+        quote_literal(&file.to_string())
     )
 }
 
@@ -661,6 +761,28 @@ fn read_schema(file: &Path) -> Result<(SchemaRef, u64)> {
     Ok((builder.schema().clone(), rows))
 }
 
+/// The schema and rows of a file DataFusion reads for us: a Parquet file on a store (from its
+/// footer), a JSON Lines or CSV file anywhere (the columns inferred from its first rows, the
+/// rows counted).
+async fn read_schema_of(
+    ctx: &SessionContext,
+    file: &Place,
+    format: FileFormat,
+) -> Result<(SchemaRef, u64)> {
+    let location = file.to_string();
+    let unreadable = |e: datafusion::error::DataFusionError| {
+        Error::Input(format!(
+            "{location} is not a readable {} file: {}",
+            format.format,
+            e.strip_backtrace()
+        ))
+    };
+    let frame = format.read(ctx, &location).await.map_err(unreadable)?;
+    let schema = Arc::new(frame.schema().as_arrow().clone());
+    let rows = frame.count().await.map_err(unreadable)?;
+    Ok((schema, rows as u64))
+}
+
 /// Describes the first difference in column names or types, ignoring metadata.
 fn schema_difference(a: &SchemaRef, b: &SchemaRef) -> Option<String> {
     let describe = |s: &SchemaRef| {
@@ -683,7 +805,7 @@ mod tests {
     #[test]
     fn a_dictionary_text_column_is_named_with_the_sql_to_decode_it() {
         let text_type = DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8));
-        let message = dictionary_text_message(Path::new("/data/in.parquet"), 1, "text", &text_type);
+        let message = dictionary_text_message(&"/data/in.parquet", 1, "text", &text_type);
         assert!(
             message.contains("dictionary-encoded (type Dictionary(Int32, Utf8))"),
             "{message}"
@@ -696,7 +818,7 @@ mod tests {
             "{message}"
         );
         assert!(!message.contains("for each input file"), "{message}");
-        let message = dictionary_text_message(Path::new("/d/a.parquet"), 2, "Body", &text_type);
+        let message = dictionary_text_message(&"/d/a.parquet", 2, "Body", &text_type);
         assert!(
             message.contains("arrow_cast(\"Body\", 'Utf8') AS \"Body\"")
                 && message.contains("for each input file"),
@@ -708,9 +830,9 @@ mod tests {
 
     #[test]
     fn missing_inputs_are_named() {
-        let err = resolve_inputs(&["/no/such/file.parquet".into()]).unwrap_err();
+        let err = resolve_local(&["/no/such/file.parquet".into()], None).unwrap_err();
         assert!(err.to_string().contains("/no/such/file.parquet"));
-        let err = resolve_inputs(&["/no/such/*.parquet".into()]).unwrap_err();
+        let err = resolve_local(&["/no/such/*.parquet".into()], None).unwrap_err();
         assert!(err.to_string().contains("matches no file"));
     }
 
@@ -718,8 +840,12 @@ mod tests {
     fn folder_without_parquet_is_an_error() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("notes.txt"), "x").unwrap();
-        let err = resolve_inputs(&[dir.path().display().to_string()]).unwrap_err();
-        assert!(err.to_string().contains("no .parquet files"), "{err}");
+        let err = resolve_local(&[dir.path().display().to_string()], None).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("no .parquet, .jsonl or .csv files"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -743,18 +869,18 @@ mod tests {
     fn files_under_different_partitions_are_refused() {
         let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, false)]));
         let files = [
-            PathBuf::from("/c/dt=1/a.parquet"),
-            PathBuf::from("/c/dt=2/a.parquet"),
+            Place::Local("/c/dt=1/a.parquet".into()),
+            Place::Remote(url::Url::parse("s3://lake/c/dt=2/a.parquet").unwrap()),
         ];
         let (columns, values) = partitions(&files, &schema).unwrap();
         assert_eq!(columns, ["dt"]);
         assert_eq!(values[1], [Some("2".to_string())]);
         // A folder name that is also a column is the column, not a partition.
-        let files = [PathBuf::from("/c/id=1/a.parquet")];
+        let files = [Place::Local("/c/id=1/a.parquet".into())];
         assert!(partitions(&files, &schema).unwrap().0.is_empty());
         let files = [
-            PathBuf::from("/c/dt=1/a.parquet"),
-            PathBuf::from("/c/other/a.parquet"),
+            Place::Local("/c/dt=1/a.parquet".into()),
+            Place::Local("/c/other/a.parquet".into()),
         ];
         let err = partitions(&files, &schema).unwrap_err().to_string();
         assert!(
@@ -769,7 +895,8 @@ mod tests {
         let inputs = vec![input.display().to_string()];
         let (send, receive) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
-            let _ = send.send(resolve_inputs(&inputs).map_err(|e| e.to_string()));
+            let found = resolve_local(&inputs, None).map_err(|e| e.to_string());
+            let _ = send.send(found.map(|files| files.into_iter().map(|(f, _)| f).collect()));
         });
         receive
             .recv_timeout(std::time::Duration::from_secs(30))
@@ -832,11 +959,15 @@ mod tests {
             expected
         );
         // A folder and a file named as a symlink to it and by its own path: read once.
-        let both = resolve_inputs(&[
-            dir.display().to_string(),
-            outside.join("y.parquet").display().to_string(),
-        ])
+        let both = resolve_local(
+            &[
+                dir.display().to_string(),
+                outside.join("y.parquet").display().to_string(),
+            ],
+            None,
+        )
         .unwrap();
+        let both: Vec<PathBuf> = both.into_iter().map(|(f, _)| f).collect();
         assert_eq!(both, expected);
     }
 
@@ -903,12 +1034,13 @@ mod tests {
         }
     }
 
-    #[test]
-    fn non_parquet_file_is_named() {
+    #[tokio::test]
+    async fn non_parquet_file_is_named() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("fake.parquet");
         std::fs::write(&file, "this is not parquet").unwrap();
-        let err = inspect(vec![file.clone()]).unwrap_err();
+        let found = vec![(Place::Local(file.clone()), FileFormat::default())];
+        let err = inspect(found).await.unwrap_err();
         assert!(err.to_string().contains("fake.parquet"), "{err}");
         assert!(
             err.to_string().contains("not a readable Parquet file"),
