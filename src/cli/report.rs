@@ -1,7 +1,6 @@
 //! What a finished `run` or `match` prints on standard output.
 
-use crate::commands::query::OUTPUT_TABLES;
-use crate::engine::staging::SUMMARY_FILE;
+use crate::engine::staging::{OUTPUT_TABLES, SUMMARY_FILE};
 use crate::job::choices::PairsListed;
 use crate::job::summary::Summary;
 use crate::storage::Place;

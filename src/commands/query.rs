@@ -16,13 +16,13 @@ use datafusion::prelude::{ParquetReadOptions, SessionContext};
 use futures::StreamExt;
 use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 
+use crate::engine::commit::open_remote_output;
 use crate::engine::partial_file::{Existing, PartialFile, check_target};
-use crate::engine::staging::{SUMMARY_FILE, is_output_dir};
+use crate::engine::staging::{OUTPUT_TABLES, SUMMARY_FILE, is_output_dir};
 use crate::error::{Error, QueryContext, Result};
 use crate::input::format::FileFormat;
 use crate::job::summary::Summary;
 use crate::storage::Place;
-use crate::storage::commit::open_remote_output;
 
 /// How `query` writes its result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -54,9 +54,6 @@ pub struct QueryOptions {
     /// Replace `out` if it exists.
     pub overwrite: bool,
 }
-
-/// The tables a run writes, registered by these names.
-pub const OUTPUT_TABLES: [&str; 4] = ["signatures", "pairs", "groups", "dedup"];
 
 pub async fn query(options: &QueryOptions) -> Result<()> {
     if options.format == Format::Parquet && options.out.is_none() {

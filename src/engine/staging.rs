@@ -51,6 +51,9 @@ fn staging_prefix(name: &str) -> String {
 pub const COMPLETE_MARKER: &str = "_SUCCESS";
 pub const SUMMARY_FILE: &str = "summary.json";
 
+/// The tables an output may hold, as `neardup query --data` registers them.
+pub const OUTPUT_TABLES: [&str; 4] = ["signatures", "pairs", "groups", "dedup"];
+
 /// Everything a neardup output (or index batch) folder may hold that neardup wrote: the only
 /// names `--overwrite` ever replaces. Anything else in the folder is the user's and is kept.
 pub const OWNED_ENTRIES: [&str; 6] = [

@@ -4,6 +4,7 @@
 
 use datafusion::prelude::SessionContext;
 
+use crate::engine::commit::Staging;
 use crate::engine::sql::{first_unsigned, query_stage, run_stage};
 use crate::engine::stages;
 use crate::engine::staging::SUMMARY_FILE;
@@ -16,7 +17,6 @@ use crate::job::params::{StageParams, WORK_DIR};
 use crate::job::stopwatch::Stopwatch;
 use crate::job::summary::{Counts, IndexReport, Parameters, PlanReport, Summary};
 use crate::storage::Place;
-use crate::storage::commit::Staging;
 
 /// summary.json's parameters for the job as it was configured.
 pub(super) fn parameters(

@@ -23,6 +23,7 @@ use datafusion::prelude::SessionContext;
 
 pub use config::{IndexOptions, JobConfig, JobRequest, Source};
 
+use crate::engine::commit::Staging;
 use crate::engine::session::job_session;
 use crate::engine::sql::{Bindings, count_query_stage, run_stage, run_stage_with};
 use crate::engine::stages;
@@ -34,7 +35,6 @@ use crate::job::matching::Against;
 use crate::job::params::StageParams;
 use crate::job::stopwatch::Stopwatch;
 use crate::job::summary::{PlanReport, Summary};
-use crate::storage::commit::Staging;
 
 /// Rows per batch while documents are fingerprinted. DataFusion's 8,192 suit narrow rows; 8,192
 /// documents are megabytes of text and a quarter of a second of fingerprinting, so at the end

@@ -7,7 +7,6 @@
 //! no longer needs. Everything else (tables read and written) goes through DataFusion, which
 //! asks the same registry for the same store.
 
-pub mod commit;
 pub mod registry;
 
 use std::fmt;

@@ -407,82 +407,44 @@ fn store_errors_name_the_url_and_write_nothing() {
     server.put_file("lake", "in/sample.parquet", &fixture("sample.parquet"));
     let dir = tempfile::tempdir().unwrap();
     let local_out = dir.path().join("out");
-    // A bucket that does not exist.
-    let out = server.neardup(&[
-        "run",
-        "--input",
+    // Runs on `input` (with `extra` flags and environment) and checks it fails with `code`,
+    // its message names `named`, no secret or panic shows, and nothing is written.
+    let fails = |input: &str, extra: &[&str], env: &[(&str, &str)], code: i32, named: &str| {
+        let mut args = vec!["run", "--input", input, "--output", path_str(&local_out)];
+        args.extend_from_slice(extra);
+        let out = server.neardup_with(&args, env);
+        let message = stderr(&out);
+        assert_eq!(out.status.code(), Some(code), "{input}: {message}");
+        assert!(message.contains(named), "{input}: {message}");
+        for never in ["panicked", "neardup-test-secret", "hunter2"] {
+            assert!(!message.contains(never), "{input}: {message}");
+        }
+        assert!(!local_out.exists(), "{input}");
+    };
+    // A bucket that does not exist; an object that is not there.
+    fails(
         "s3://no-such-bucket/in/",
-        "--output",
-        path_str(&local_out),
-    ]);
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("s3://no-such-bucket/in"),
-        "{}",
-        stderr(&out)
+        &[],
+        &[],
+        1,
+        "s3://no-such-bucket/in",
     );
-    assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
-    assert!(!local_out.exists());
-    // An object that is not there.
-    let out = server.neardup(&[
-        "run",
-        "--input",
-        "s3://lake/in/missing.parquet",
-        "--output",
-        path_str(&local_out),
-    ]);
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("s3://lake/in/missing.parquet"),
-        "{}",
-        stderr(&out)
-    );
+    let missing = "s3://lake/in/missing.parquet";
+    fails(missing, &[], &[], 1, missing);
     // An endpoint where nothing listens.
-    let out = server.neardup_with(
-        &[
-            "run",
-            "--input",
-            "s3://lake/in/",
-            "--output",
-            path_str(&local_out),
-        ],
-        &[("AWS_ENDPOINT_URL", "http://127.0.0.1:9")],
-    );
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert!(stderr(&out).contains("s3://lake/in"), "{}", stderr(&out));
-    assert!(
-        !stderr(&out).contains("neardup-test-secret"),
-        "{}",
-        stderr(&out)
-    );
-    assert!(!local_out.exists());
+    let nothing = [("AWS_ENDPOINT_URL", "http://127.0.0.1:9")];
+    fails("s3://lake/in/", &[], &nothing, 1, "s3://lake/in");
     // Credentials in the URL are refused and not echoed.
-    let out = server.neardup(&[
-        "run",
-        "--input",
+    fails(
         "s3://AKIDEXAMPLE:hunter2@lake/in/",
-        "--output",
-        path_str(&local_out),
-    ]);
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(!stderr(&out).contains("hunter2"), "{}", stderr(&out));
-    // The index stays on local disks in this version, and says so.
-    let out = server.neardup(&[
-        "run",
-        "--input",
-        "s3://lake/in/",
-        "--output",
-        path_str(&local_out),
-        "--index",
-        "s3://lake/index",
-        "--update-index",
-    ]);
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("--index s3://lake/index"),
-        "{}",
-        stderr(&out)
+        &[],
+        &[],
+        2,
+        "environment",
     );
+    // The index stays on local disks in this version, and says so.
+    let index = ["--index", "s3://lake/index", "--update-index"];
+    fails("s3://lake/in/", &index, &[], 2, "--index s3://lake/index");
     assert!(server.keys("lake", "index").is_empty());
 }
 

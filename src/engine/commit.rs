@@ -19,8 +19,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use url::Url;
 
-use crate::commands::query::OUTPUT_TABLES;
-use crate::engine::staging::{COMPLETE_MARKER, Overwrite, SUMMARY_FILE, StagingDir};
+use crate::engine::staging::{COMPLETE_MARKER, OUTPUT_TABLES, Overwrite, SUMMARY_FILE, StagingDir};
 use crate::error::{Error, Result};
 use crate::storage::{Place, Remote};
 
@@ -183,7 +182,9 @@ impl RemoteStaging {
                 .map(|t| (t.to_string(), format!("{}/{t}/", self.run)))
                 .collect(),
             summary: format!("{}/{SUMMARY_FILE}", self.run),
-            committed_at: crate::index::now_unix(),
+            committed_at: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
         };
         let json = serde_json::to_vec_pretty(&manifest)
             .map_err(|e| Error::Internal(format!("writing the manifest: {e}")))?;
