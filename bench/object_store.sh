@@ -29,10 +29,10 @@ export AWS_ACCESS_KEY_ID=neardup-test AWS_SECRET_ACCESS_KEY=neardup-test-secret 
     AWS_REGION=us-east-1 AWS_ENDPOINT_URL=$endpoint AWS_ALLOW_HTTP=true
 
 seconds() { python3 -c "import json,sys; print(f\"{json.load(open(sys.argv[1]))['total_seconds']:.2f}\")" "$1"; }
-timed() { # label command...: wall seconds and peak KiB of the command
-    local out
-    out=$( { /usr/bin/time -f "%e %M" "$@" >/dev/null 2>"$work/cmd.err"; } 2>&1 ) || { cat "$work/cmd.err"; exit 1; }
-    tail -1 <<<"$out"
+timed() { # command...: prints the command's wall seconds and peak KiB
+    /usr/bin/time -o "$work/time.txt" -f "%e %M" "$@" >/dev/null 2>"$work/cmd.err" \
+        || { cat "$work/cmd.err" >&2; exit 1; }
+    tail -1 "$work/time.txt"
 }
 
 "$python" "$client" "$endpoint" create bench
