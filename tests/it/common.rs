@@ -20,7 +20,11 @@ pub fn neardup(args: &[&str]) -> Output {
 
 /// Runs the binary and insists it succeeds; returns its standard output.
 pub fn neardup_ok(args: &[&str]) -> String {
-    let out = neardup(args);
+    succeeded(args, neardup(args))
+}
+
+/// Insists the run of the binary with `args` succeeded; returns its standard output.
+pub fn succeeded(args: &[&str], out: Output) -> String {
     assert!(
         out.status.success(),
         "neardup {args:?} failed with {:?}:\n{}",

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::path_str;
+use crate::common::{path_str, succeeded};
 
 pub struct S3Server {
     child: Child,
@@ -112,14 +112,7 @@ impl S3Server {
 
     /// Like `neardup`, insisting on success; returns standard output.
     pub fn neardup_ok(&self, args: &[&str]) -> String {
-        let out = self.neardup(args);
-        assert!(
-            out.status.success(),
-            "neardup {args:?} failed with {:?}:\n{}",
-            out.status.code(),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).expect("utf-8 output")
+        succeeded(args, self.neardup(args))
     }
 
     /// Runs the tests' own S3 client (`s3_client.py`, boto3 beside moto) with `args`.
