@@ -16,7 +16,7 @@ use std::sync::{Arc, OnceLock};
 use datafusion::execution::object_store::ObjectStoreRegistry;
 use futures::TryStreamExt;
 use object_store::path::Path as ObjectPath;
-use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt, PutPayload};
 use url::Url;
 
 use crate::error::{Error, Result};
@@ -259,25 +259,6 @@ impl Remote {
             .await
             .map(|_| ())
             .map_err(|e| self.error(e))
-    }
-
-    /// Writes the object only if there is none yet; `false` when another writer's is there.
-    /// Stores that cannot write conditionally say so in the error.
-    pub async fn create(&self, bytes: Vec<u8>) -> Result<bool> {
-        let options = PutOptions {
-            mode: PutMode::Create,
-            ..PutOptions::default()
-        };
-        match self
-            .store
-            .put_opts(&self.key, PutPayload::from(bytes), options)
-            .await
-        {
-            Ok(_) => Ok(true),
-            Err(object_store::Error::AlreadyExists { .. })
-            | Err(object_store::Error::Precondition { .. }) => Ok(false),
-            Err(e) => Err(self.error(e)),
-        }
     }
 
     /// Removes every object under this prefix.
