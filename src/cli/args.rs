@@ -413,6 +413,7 @@ impl IndexArgs {
         self.index.as_ref().map(|dir| IndexOptions {
             dir: dir.clone(),
             update: self.update_index,
+            recorded: None,
         })
     }
 }

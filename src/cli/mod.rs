@@ -61,7 +61,10 @@ pub async fn execute(cli: Cli) -> Result<()> {
 }
 
 /// `run` and `match`: the job, then what it did (unless `--quiet`).
-async fn run_job(request: JobRequest, quiet: bool) -> Result<()> {
+async fn run_job(mut request: JobRequest, quiet: bool) -> Result<()> {
+    if let Some(index) = &mut request.index {
+        index.recorded = crate::index::IndexMeta::of_existing(&index.place()?).await?;
+    }
     let config = request.resolve()?;
     let summary = job::run(&config).await?;
     if !quiet {

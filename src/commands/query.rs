@@ -70,7 +70,9 @@ pub async fn query(options: &QueryOptions) -> Result<()> {
         register_outputs(&ctx, data).await?;
     }
     if let Some(dir) = &options.index {
-        crate::index::Index::open_existing(dir)?
+        let place = Place::parse(&dir.to_string_lossy(), "--index")?;
+        crate::index::Index::open_existing(&place)
+            .await?
             .register_for_query(&ctx)
             .await?;
     }

@@ -200,7 +200,7 @@ impl RemoteStaging {
 }
 
 /// A unique run id that sorts by time: milliseconds since 1970, process id and a counter.
-fn run_id() -> String {
+pub fn run_id() -> String {
     use std::sync::atomic::{AtomicU32, Ordering};
     static NEXT: AtomicU32 = AtomicU32::new(0);
     let millis = std::time::SystemTime::now()

@@ -6,10 +6,10 @@ use datafusion::prelude::SessionContext;
 
 use crate::engine::sql::{Bindings, pretty, query_stage};
 use crate::engine::stages;
-use crate::engine::staging::StagingDir;
 use crate::error::{Error, Result};
 use crate::fingerprint::Width;
-use crate::index::{Index, IndexMeta};
+use crate::index::{BatchStaging, Index, IndexMeta};
+use crate::storage::Place;
 
 /// A job's place in a signature index: the index as found, its settings for this run, this
 /// batch's number and, with `--update-index`, the staging folder of the batch's part.
@@ -18,17 +18,27 @@ pub struct IndexedBatch {
     pub settings: IndexMeta,
     pub number: u64,
     /// With `--update-index`: where the batch's part is staged, until it is committed.
-    pub staging: Option<StagingDir>,
-    /// The index folder did not exist before this run (so a failed run removes it).
+    pub staging: Option<BatchStaging>,
+    /// The local index folder did not exist before this run (so a failed run removes it).
     created_folder: bool,
 }
 
-/// `--index DIR [--update-index]`.
+/// `--index DIR|URL [--update-index]`.
 #[derive(Debug, Clone)]
 pub struct IndexOptions {
+    /// As given: a folder or an object-store URL.
     pub dir: std::path::PathBuf,
     /// Add this batch to the index once its outputs are written.
     pub update: bool,
+    /// The settings of the index as found before the job's options are resolved (an existing
+    /// index's k and verification are a run's defaults); `None` for a new index.
+    pub recorded: Option<IndexMeta>,
+}
+
+impl IndexOptions {
+    pub fn place(&self) -> Result<Place> {
+        Place::parse(&self.dir.to_string_lossy(), "--index")
+    }
 }
 
 /// What the job's stages need to know of its batch (`crate::job::params::IndexParams`).
@@ -36,19 +46,20 @@ pub struct IndexOptions {
 pub struct BatchPlace {
     pub batch: u64,
     pub next_group_id: u64,
-    /// The staging folder of the part this batch adds, if it adds one.
-    pub part: Option<std::path::PathBuf>,
+    /// Where the part this batch adds is staged, if it adds one.
+    pub part: Option<Place>,
 }
 
 impl IndexedBatch {
     /// Opens the index and checks its settings before any work; stages the batch's part when
     /// the run is to add it.
-    pub fn open(options: Option<&IndexOptions>, settings: IndexMeta) -> Result<Option<Self>> {
+    pub async fn open(options: Option<&IndexOptions>, settings: IndexMeta) -> Result<Option<Self>> {
         let Some(options) = options else {
             return Ok(None);
         };
-        let created_folder = !options.dir.exists();
-        let index = Index::open(&options.dir, options.update)?;
+        let place = options.place()?;
+        let created_folder = place.as_local().is_some_and(|dir| !dir.exists());
+        let index = Index::open(&place, options.update).await?;
         index.check_settings(&settings)?;
         let number = index.next_batch();
         let staging = if options.update {
@@ -76,7 +87,7 @@ impl IndexedBatch {
         Ok(BatchPlace {
             batch: self.number,
             next_group_id: self.index.next_group_id(),
-            part: self.staging.as_ref().map(|s| s.path().to_path_buf()),
+            part: self.staging.as_ref().map(|s| self.index.staged_place(s)),
         })
     }
 
@@ -90,18 +101,29 @@ impl IndexedBatch {
         Err(Error::Input(format!(
             "--index {}: these ids are already in the index, so this batch (or part of it) was \
              added before; an index holds each document once. Some of them:\n{}",
-            self.index.dir.display(),
+            self.index.place,
             pretty(&taken)?
         )))
     }
+
+    /// A failed run: removes the batch's staged part (on a store; a local one goes when
+    /// dropped).
+    pub async fn abandon(mut self) {
+        if let Some(staging) = self.staging.take() {
+            self.index.abandon(&staging).await;
+        }
+    }
 }
+
 impl Drop for IndexedBatch {
     fn drop(&mut self) {
         // A run that made the index folder and failed leaves no empty folder behind (the
         // staged part goes first; removing a folder that is not empty fails, harmlessly).
-        if self.created_folder {
+        if self.created_folder
+            && let Some(dir) = self.index.place.as_local()
+        {
             drop(self.staging.take());
-            let _ = std::fs::remove_dir(&self.index.dir);
+            let _ = std::fs::remove_dir(dir);
         }
     }
 }

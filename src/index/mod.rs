@@ -12,14 +12,18 @@
 //! committed/batch=000001          written after the batch's folder: the index knows its batches
 //! ```
 //!
-//! A batch is written into a staging folder beside its final name and renamed into place as
-//! its last step, so a failed or interrupted run leaves the index as it was, and two runs that
-//! race for the same batch number cannot both land. Only folders with `_SUCCESS` are read.
+//! On a local disk a batch is written into a staging folder beside its final name and renamed
+//! into place as its last step (`local`); on an object store, which has no rename, it is
+//! written under a prefix of its own and committed by a conditional write of its marker
+//! (`remote`). Either way a failed or interrupted run leaves the index as it was, and of two
+//! runs that race for the same batch number exactly one lands.
 
 pub mod batch;
+mod local;
+mod remote;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{ArrayRef, RecordBatch, StringArray, UInt64Array};
@@ -29,9 +33,10 @@ use datafusion::common::ScalarValue;
 use datafusion::prelude::{ParquetReadOptions, SessionContext, lit};
 use serde::{Deserialize, Serialize};
 
-use crate::engine::staging::{COMPLETE_MARKER, Overwrite, StagingDir};
+use crate::engine::staging::StagingDir;
 use crate::error::{Error, QueryContext, Result};
 use crate::fingerprint::Width;
+use crate::storage::{Place, Remote};
 
 pub const FORMAT: &str = "neardup-index";
 pub const VERSION: u32 = 1;
@@ -86,14 +91,25 @@ impl IndexMeta {
         }
     }
 
-    /// The settings of the index in `dir`, if there is one, for a run's defaults: a run that
+    /// The settings of the index at `place`, if there is one, for a run's defaults: a run that
     /// names neither `--k` nor `--verify` takes the index's.
-    pub fn of_existing(dir: &Path) -> Result<Option<Self>> {
-        let path = dir.join(META_FILE);
-        if !path.is_file() {
-            return Ok(None);
+    pub async fn of_existing(place: &Place) -> Result<Option<Self>> {
+        match place {
+            Place::Local(dir) => {
+                let path = dir.join(META_FILE);
+                if !path.is_file() {
+                    return Ok(None);
+                }
+                local::read_json(&path).map(Some)
+            }
+            Place::Remote(url) => {
+                let file = Remote::open(url)?.child(META_FILE);
+                match file.read().await? {
+                    Some(bytes) => parse_json(&bytes, file.url().as_str()).map(Some),
+                    None => Ok(None),
+                }
+            }
         }
-        read_json(&path).map(Some)
     }
 }
 
@@ -111,142 +127,88 @@ pub struct BatchMeta {
     pub committed_at: u64,
 }
 
-/// An index as found on disk: its settings and committed batches (none for a new index).
+/// An index as found: its settings and committed batches (none for a new index).
 #[derive(Debug, Clone)]
 pub struct Index {
-    pub dir: PathBuf,
+    /// The index folder (an absolute path) or its URL on an object store.
+    pub place: Place,
     pub meta: Option<IndexMeta>,
-    /// Committed batches in order, each with its folder.
-    pub batches: Vec<(BatchMeta, PathBuf)>,
+    /// Committed batches in order, each with its folder relative to `place` (`batch=000001`
+    /// locally, `batch=000001/run-<id>` on a store).
+    pub batches: Vec<(BatchMeta, String)>,
+    /// On a store: the keys under the index, relative to it, as listed when it was opened (the
+    /// tables' files are found here rather than with a listing per batch).
+    listed: Vec<String>,
+}
+
+/// Where a batch is written until it is committed.
+#[derive(Debug)]
+pub enum BatchStaging {
+    /// A staging folder renamed into place by the commit.
+    Local(StagingDir),
+    /// The batch's own prefix on the store, `batch=000001/run-<id>`, relative to the index.
+    Remote(String),
 }
 
 impl Index {
-    /// Reads the index at `dir`. A folder that does not exist (or is empty) is a new index,
-    /// which only `--update-index` may create.
-    pub fn open(dir: &Path, update: bool) -> Result<Self> {
-        let dir = std::path::absolute(dir).map_err(|e| Error::io(dir, e))?;
-        let empty = Self {
-            dir: dir.clone(),
-            meta: None,
-            batches: Vec::new(),
-        };
-        let exists = dir.is_dir() && !holds_only_leftovers(&dir)?;
-        if !exists {
-            if dir.exists() && !dir.is_dir() {
-                return Err(Error::Usage(format!(
-                    "--index {} is a file, not a folder",
-                    dir.display()
-                )));
-            }
-            if !update {
-                return Err(Error::Usage(format!(
-                    "--index {}: no index there; pass --update-index to create it with this batch",
-                    dir.display()
-                )));
-            }
-            return Ok(empty);
+    /// Reads the index at `place`. A folder or prefix that does not exist (or is empty) is a
+    /// new index, which only `--update-index` may create.
+    pub async fn open(place: &Place, update: bool) -> Result<Self> {
+        match place {
+            Place::Local(dir) => local::open(dir, update),
+            Place::Remote(url) => remote::open(url, update).await,
         }
-        let meta_path = dir.join(META_FILE);
-        if !meta_path.is_file() {
-            return Err(Error::Input(format!(
-                "--index {}: the folder is not a neardup index (no {META_FILE}); choose an empty or \
-                 new folder",
-                dir.display()
-            )));
-        }
-        let meta: IndexMeta = read_json(&meta_path)?;
-        if meta.format != FORMAT || meta.version != VERSION {
-            return Err(Error::Input(format!(
-                "{}: format {} version {} is not one this neardup reads ({FORMAT} version \
-                 {VERSION})",
-                meta_path.display(),
-                meta.format,
-                meta.version
-            )));
-        }
-        let mut batches = Vec::new();
-        for entry in std::fs::read_dir(&dir).map_err(|e| Error::io(&dir, e))? {
-            let entry = entry.map_err(|e| Error::io(&dir, e))?;
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let Some(number) = name.strip_prefix("batch=") else {
-                continue;
-            };
-            let path = entry.path();
-            // Without the marker it is not a batch (the rename is the commit; this is defence).
-            if number.parse::<u64>().is_err() || !path.join(COMPLETE_MARKER).is_file() {
-                continue;
-            }
-            let batch: BatchMeta = read_json(&path.join(BATCH_FILE))?;
-            batches.push((batch, path));
-        }
-        batches.sort_by_key(|(batch, _)| batch.batch);
-        let index = Self {
-            dir,
-            meta: Some(meta),
-            batches,
-        };
-        index.check_batches_complete()?;
-        Ok(index)
     }
 
-    /// Refuses an index missing a batch it had: batches are numbered 1, 2, ... without gaps,
-    /// and each commit leaves a marker in `committed/`, so a deleted folder (the last one too)
-    /// is named instead of silently matching against less. Indexes written before the markers
-    /// existed have none; their gaps are still found.
-    fn check_batches_complete(&self) -> Result<()> {
-        let missing = |number: u64, why: &str| {
-            Err(Error::Input(format!(
-                "--index {}: batch {number} is missing: {} {why}; the index would silently match \
-                 against less than it holds. Restore the folder (from a backup or the run that \
-                 wrote it), or start a new index",
-                self.dir.display(),
-                self.batch_dir(number).display()
-            )))
-        };
+    fn new_index(place: Place) -> Self {
+        Self {
+            place,
+            meta: None,
+            batches: Vec::new(),
+            listed: Vec::new(),
+        }
+    }
+
+    /// Refuses settings this neardup cannot read.
+    fn check_format(meta: &IndexMeta, file: &str) -> Result<()> {
+        if meta.format != FORMAT || meta.version != VERSION {
+            return Err(Error::Input(format!(
+                "{file}: format {} version {} is not one this neardup reads ({FORMAT} version \
+                 {VERSION})",
+                meta.format, meta.version
+            )));
+        }
+        Ok(())
+    }
+
+    /// The error for a batch the index had and no longer holds whole.
+    fn missing(&self, number: u64, why: &str) -> Error {
+        Error::Input(format!(
+            "--index {}: batch {number} is missing: {} {why}; the index would silently match \
+             against less than it holds. Restore the folder (from a backup or the run that \
+             wrote it), or start a new index",
+            self.place,
+            self.batch_place(number)
+        ))
+    }
+
+    /// Batches are numbered 1, 2, ... without gaps: a gap is a batch that was removed.
+    fn check_no_gaps(&self, why: &str) -> Result<()> {
         for (expected, (batch, _)) in (1..).zip(&self.batches) {
             if batch.batch != expected {
-                return missing(
-                    expected,
-                    "is gone or has no _SUCCESS, though later batches exist",
-                );
+                return Err(self.missing(expected, why));
             }
         }
-        let committed = self.dir.join(COMMITTED_DIR);
-        if !committed.is_dir() {
-            return Ok(());
-        }
-        let mut numbers = Vec::new();
-        for entry in std::fs::read_dir(&committed).map_err(|e| Error::io(&committed, e))? {
-            let name = entry.map_err(|e| Error::io(&committed, e))?.file_name();
-            let name = name.to_string_lossy();
-            if let Some(number) = name
-                .strip_prefix("batch=")
-                .and_then(|n| n.parse::<u64>().ok())
-            {
-                numbers.push(number);
-            }
-        }
-        numbers.sort_unstable();
-        let held = self.batches.len() as u64;
-        match numbers.into_iter().find(|&n| n > held) {
-            Some(number) => missing(
-                number,
-                &format!(
-                    "is gone or has no _SUCCESS, though {} says it was committed",
-                    committed.display()
-                ),
-            ),
-            None => Ok(()),
-        }
+        Ok(())
     }
 
     /// An index that must exist (for `neardup query --index`).
-    pub fn open_existing(dir: &Path) -> Result<Self> {
-        let index = Self::open(dir, true)?;
+    pub async fn open_existing(place: &Place) -> Result<Self> {
+        let index = Self::open(place, true).await?;
         if index.meta.is_none() {
             return Err(Error::Input(format!(
                 "--index {}: no index there (no {META_FILE})",
-                index.dir.display()
+                index.place
             )));
         }
         Ok(index)
@@ -261,7 +223,7 @@ impl Index {
         let id_type: DataType = meta.id_type.parse().map_err(|e| {
             Error::Input(format!(
                 "{}: id type {} is not an Arrow type: {e}",
-                self.dir.join(META_FILE).display(),
+                self.place.join(META_FILE),
                 meta.id_type
             ))
         })?;
@@ -306,7 +268,7 @@ impl Index {
             Err(Error::Usage(format!(
                 "--index {}: the index was built with {what} {index}, this run has {run}; every \
                  batch of an index must use the same (or start a new index)",
-                self.dir.display()
+                self.place
             )))
         };
         if meta.fingerprint_bits != asked.fingerprint_bits {
@@ -341,7 +303,7 @@ impl Index {
                         "--index {}: the feature file {file} changed since the index was built \
                          (content {recorded} then, {digest} now), so this batch would be \
                          fingerprinted with other weights; restore the file, or start a new index",
-                        self.dir.display()
+                        self.place
                     )));
                 }
                 None => {
@@ -349,7 +311,7 @@ impl Index {
                         "--index {}: the index records no content for the feature file {file} \
                          (it was built by an older neardup, which kept only the path), so an \
                          edit since then cannot be ruled out; start a new index",
-                        self.dir.display()
+                        self.place
                     )));
                 }
             }
@@ -371,27 +333,6 @@ impl Index {
 
     pub fn documents(&self) -> u64 {
         self.batches.iter().map(|(batch, _)| batch.documents).sum()
-    }
-
-    /// Where batch `number` lives once committed.
-    pub fn batch_dir(&self, number: u64) -> PathBuf {
-        self.dir.join(format!("batch={number:06}"))
-    }
-
-    /// Starts writing batch `number`: a staging folder that becomes the batch on `commit`.
-    pub fn stage_batch(&self, number: u64) -> Result<StagingDir> {
-        let target = self.batch_dir(number);
-        if target.exists() {
-            return Err(Error::Usage(format!(
-                "--index {}: {} exists but is not a complete batch (no {COMPLETE_MARKER}), \
-                 although the index lists batches up to {}; if no other run is adding to the \
-                 index, it is left from a failed copy or edit: remove it",
-                self.dir.display(),
-                target.display(),
-                number - 1
-            )));
-        }
-        StagingDir::create(&target, Overwrite::No)
     }
 
     /// Registers `index_documents`, `index_group_log` and the view `index_groups` (each
@@ -440,8 +381,8 @@ impl Index {
         folder: &str,
         fields: Vec<Field>,
     ) -> Result<()> {
-        let files = self.table_files(folder)?;
-        let what = || format!("reading the index table {name} in {}", self.dir.display());
+        let files = self.table_files(folder).await?;
+        let what = || format!("reading the index table {name} in {}", self.place);
         if files.is_empty() {
             let schema: SchemaRef = Arc::new(Schema::new(fields));
             let empty = RecordBatch::new_empty(Arc::clone(&schema));
@@ -449,7 +390,7 @@ impl Index {
             ctx.register_table(name, Arc::new(table)).context(what)?;
             return Ok(());
         }
-        let paths: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+        let paths: Vec<String> = files.iter().map(Place::to_string).collect();
         let mut frame = match ctx.read_parquet(paths, ParquetReadOptions::default()).await {
             Ok(frame) => frame,
             // A damaged footer fails here, before any stage: name the file.
@@ -475,16 +416,83 @@ impl Index {
         Ok(())
     }
 
+    /// Where batch `number` lives once committed, for messages: its folder, or on a store the
+    /// prefix its runs write under.
+    pub fn batch_place(&self, number: u64) -> Place {
+        match self.batches.get((number as usize).wrapping_sub(1)) {
+            Some((batch, folder)) if batch.batch == number => self.place.join(folder),
+            _ => self.place.join(&batch_folder(number)),
+        }
+    }
+
+    /// Starts writing batch `number`: a place that becomes the batch on `commit`.
+    pub fn stage_batch(&self, number: u64) -> Result<BatchStaging> {
+        match &self.place {
+            Place::Local(dir) => local::stage_batch(self, dir, number).map(BatchStaging::Local),
+            Place::Remote(url) if matches!(url.scheme(), "http" | "https") => {
+                Err(Error::Usage(format!(
+                    "--index {url}: http(s):// is read only; keep an index you add to on s3://, \
+                     gs://, az:// or a local disk"
+                )))
+            }
+            Place::Remote(_) => Ok(BatchStaging::Remote(remote::stage_batch(number))),
+        }
+    }
+
+    /// Where a staged batch's tables are written.
+    pub fn staged_place(&self, staging: &BatchStaging) -> Place {
+        match staging {
+            BatchStaging::Local(dir) => Place::Local(dir.path().to_path_buf()),
+            BatchStaging::Remote(part) => self.place.join(part),
+        }
+    }
+
+    /// Makes the staged batch part of the index (`local::commit`, `remote::commit`).
+    pub async fn commit(
+        &self,
+        staging: BatchStaging,
+        meta: &IndexMeta,
+        batch: &BatchMeta,
+    ) -> Result<()> {
+        hold_commit_for_tests();
+        match staging {
+            BatchStaging::Local(dir) => local::commit(self, dir, meta, batch),
+            BatchStaging::Remote(part) => remote::commit(self, &part, meta, batch).await,
+        }
+    }
+
+    /// A failed run's staged batch: a local staging folder goes when dropped; a batch's prefix
+    /// on a store is removed here (or, if this fails too, by the next commit of that batch).
+    pub async fn abandon(&self, staging: &BatchStaging) {
+        if let BatchStaging::Remote(part) = staging
+            && let Place::Remote(url) = self.place.join(part)
+            && let Ok(remote) = Remote::open(&url)
+        {
+            let _ = remote.remove_all().await;
+        }
+    }
+
     /// The Parquet files of one table (`documents` or `group_log`) over every batch.
-    fn table_files(&self, folder: &str) -> Result<Vec<PathBuf>> {
+    async fn table_files(&self, table: &str) -> Result<Vec<Place>> {
         let mut files = Vec::new();
-        for (_, dir) in &self.batches {
-            let dir = dir.join(folder);
-            for entry in std::fs::read_dir(&dir).map_err(|e| Error::io(&dir, e))? {
-                let path = entry.map_err(|e| Error::io(&dir, e))?.path();
-                if path.extension().is_some_and(|e| e == "parquet") {
-                    files.push(path);
+        for (_, folder) in &self.batches {
+            let inside = format!("{folder}/{table}/");
+            match &self.place {
+                Place::Local(dir) => {
+                    let dir = dir.join(folder).join(table);
+                    for entry in std::fs::read_dir(&dir).map_err(|e| Error::io(&dir, e))? {
+                        let path = entry.map_err(|e| Error::io(&dir, e))?.path();
+                        if path.extension().is_some_and(|e| e == "parquet") {
+                            files.push(Place::Local(path));
+                        }
+                    }
                 }
+                Place::Remote(_) => files.extend(
+                    self.listed
+                        .iter()
+                        .filter(|key| key.starts_with(&inside) && key.ends_with(".parquet"))
+                        .map(|key| self.place.join(key)),
+                ),
             }
         }
         Ok(files)
@@ -492,111 +500,67 @@ impl Index {
 
     /// After a failed stage: the index's first file that cannot be read, named with the batch
     /// it belongs to, or `None` when every file reads (the probe of `job::find_unreadable_file`,
-    /// which names a corrupt input the same way).
+    /// which names a corrupt input the same way). Local files only: on a store the stage's
+    /// own error names the object.
     pub async fn name_unreadable_file(&self, ctx: &SessionContext) -> Option<Error> {
         let mut files = Vec::new();
-        for folder in [DOCUMENTS_DIR, GROUP_LOG_DIR] {
-            files.extend(self.table_files(folder).ok()?);
+        for table in [DOCUMENTS_DIR, GROUP_LOG_DIR] {
+            files.extend(self.table_files(table).await.ok()?);
         }
         self.name_unreadable(ctx, &files).await
     }
 
-    async fn name_unreadable(&self, ctx: &SessionContext, files: &[PathBuf]) -> Option<Error> {
-        let (file, message) = crate::engine::session::find_unreadable_file(ctx, files).await?;
+    async fn name_unreadable(&self, ctx: &SessionContext, files: &[Place]) -> Option<Error> {
+        let dir = self.place.as_local()?;
+        let local: Vec<PathBuf> = files
+            .iter()
+            .filter_map(|f| f.as_local().map(PathBuf::from))
+            .collect();
+        let (file, message) = crate::engine::session::find_unreadable_file(ctx, &local).await?;
         let batch = file
             .ancestors()
-            .find(|folder| folder.parent() == Some(self.dir.as_path()))
-            .unwrap_or(self.dir.as_path());
+            .find(|folder| folder.parent() == Some(dir))
+            .unwrap_or(dir);
         Some(Error::Input(format!(
             "--index {}: {} cannot be read: {message}. The index is damaged: restore {} from a \
              backup (or the run that wrote it), or start a new index",
-            self.dir.display(),
+            self.place,
             file.display(),
             batch.display()
         )))
     }
+}
 
-    /// Makes the staged batch part of the index: writes `index.json` if the index is new, the
-    /// batch's `batch.json`, and renames the staging folder into place (the commit).
-    pub fn commit(&self, staging: StagingDir, meta: &IndexMeta, batch: &BatchMeta) -> Result<()> {
-        if self.meta.is_none() {
-            self.create_settings(meta)?;
-        }
-        write_json_atomically(&staging.path().join(BATCH_FILE), batch)?;
-        staging.commit()?;
-        // After the rename (the commit): a marker without its folder can only mean the folder
-        // was removed later. A run killed before this line leaves a batch without its marker,
-        // which reads as committed.
-        let committed = self.dir.join(COMMITTED_DIR);
-        std::fs::create_dir_all(&committed).map_err(|e| Error::io(&committed, e))?;
-        let marker = committed.join(format!("batch={:06}", batch.batch));
-        std::fs::write(&marker, b"").map_err(|e| Error::io(&marker, e))?;
-        Ok(())
+/// Fault injection for the test of two runs committing one batch:
+/// `NEARDUP_HOLD_INDEX_COMMIT=<file>` makes a run that is about to commit create
+/// `<file>.ready-<pid>` and wait (two minutes at most) until `<file>` exists, so a test can
+/// release both runs at once.
+fn hold_commit_for_tests() {
+    let Some(release) = std::env::var_os("NEARDUP_HOLD_INDEX_COMMIT").map(PathBuf::from) else {
+        return;
+    };
+    let mut ready = release.clone().into_os_string();
+    ready.push(format!(".ready-{}", std::process::id()));
+    let _ = std::fs::write(&ready, b"");
+    let start = std::time::Instant::now();
+    while !release.exists() && start.elapsed() < std::time::Duration::from_secs(120) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
 
-/// True when `dir` holds nothing but what a killed first run leaves: its hidden staging folder
-/// or a half-written `index.json.partial` (the next run's staging removes the former).
-fn holds_only_leftovers(dir: &Path) -> Result<bool> {
-    for entry in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
-        let name = entry.map_err(|e| Error::io(dir, e))?.file_name();
-        let name = name.to_string_lossy();
-        if !name.starts_with('.') && !name.ends_with(".partial") {
-            return Ok(false);
-        }
-    }
-    Ok(true)
+/// The folder name of batch `number`: `batch=000001`.
+fn batch_folder(number: u64) -> String {
+    format!("batch={number:06}")
 }
 
-impl Index {
-    /// Writes `index.json` of a new index unless another run created it meanwhile, in which
-    /// case its settings must be these (never overwritten: its batches were built with them).
-    fn create_settings(&self, meta: &IndexMeta) -> Result<()> {
-        let path = self.dir.join(META_FILE);
-        let text = serde_json::to_string_pretty(meta).map_err(|e| Error::json(&path, e))?;
-        let partial = self
-            .dir
-            .join(format!(".{META_FILE}.{}", std::process::id()));
-        std::fs::write(&partial, text + "\n").map_err(|e| Error::io(&partial, e))?;
-        // A hard link fails if the name is taken: the first run to create the index wins.
-        let linked = std::fs::hard_link(&partial, &path);
-        let _ = std::fs::remove_file(&partial);
-        match linked {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                let theirs: IndexMeta = read_json(&path)?;
-                if theirs == *meta {
-                    Ok(())
-                } else {
-                    Err(Error::Usage(format!(
-                        "another run created the index {} meanwhile, with other settings ({} \
-                         against this run's {}); this batch was not added",
-                        self.dir.display(),
-                        serde_json::to_string(&theirs).unwrap_or_default(),
-                        serde_json::to_string(meta).unwrap_or_default()
-                    )))
-                }
-            }
-            Err(e) => Err(Error::io(&path, e)),
-        }
-    }
-}
-
-fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-    serde_json::from_str(&text).map_err(|e| {
+/// Reads a JSON file of the index; `file` names it in the error.
+fn parse_json<T: serde::de::DeserializeOwned>(bytes: &[u8], file: &str) -> Result<T> {
+    serde_json::from_slice(bytes).map_err(|e| {
         Error::Input(format!(
-            "{} cannot be read: {e}. The index is damaged: restore the file from a backup, or \
-             start a new index",
-            path.display()
+            "{file} cannot be read: {e}. The index is damaged: restore the file from a backup, \
+             or start a new index"
         ))
     })
-}
-
-/// Writes the JSON whole or not at all, so readers never see half a file.
-fn write_json_atomically<T: Serialize>(path: &Path, value: &T) -> Result<()> {
-    let text = serde_json::to_string_pretty(value).map_err(|e| Error::json(path, e))?;
-    crate::engine::partial_file::write_atomically(path, (text + "\n").as_bytes())
 }
 
 /// Seconds since 1970, for `batch.json`.
@@ -604,72 +568,4 @@ pub fn now_unix() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_missing_index_needs_update_index_and_a_foreign_folder_is_refused() {
-        let root = tempfile::tempdir().unwrap();
-        let dir = root.path().join("index");
-        let err = Index::open(&dir, false).unwrap_err().to_string();
-        assert!(err.contains("--update-index"), "{err}");
-        let new = Index::open(&dir, true).unwrap();
-        assert!(new.meta.is_none());
-        assert_eq!((new.next_batch(), new.next_group_id()), (1, 1));
-
-        // What a killed first run leaves is not an index, but does not stop the next one.
-        std::fs::create_dir_all(dir.join(".batch=000001.neardup-staging-4000000000")).unwrap();
-        assert!(Index::open(&dir, true).unwrap().meta.is_none());
-        std::fs::write(dir.join("notes.txt"), "mine").unwrap();
-        let err = Index::open(&dir, true).unwrap_err().to_string();
-        assert!(err.contains("not a neardup index"), "{err}");
-    }
-
-    #[test]
-    fn settings_must_match_and_batches_without_marker_are_not_read() {
-        let root = tempfile::tempdir().unwrap();
-        let dir = root.path().join("index");
-        let meta = IndexMeta::new(64, 3, "mode=auto", &DataType::Int64, BTreeMap::new(), None);
-        let index = Index::open(&dir, true).unwrap();
-        let staging = index.stage_batch(1).unwrap();
-        let batch = BatchMeta {
-            batch: 1,
-            neardup_version: "test".into(),
-            inputs: vec![],
-            documents: 7,
-            next_group_id: 4,
-            committed_at: 0,
-        };
-        index.commit(staging, &meta, &batch).unwrap();
-        // A batch folder left by a crash before its rename: no marker, so not a batch.
-        std::fs::create_dir(dir.join("batch=000002")).unwrap();
-
-        let index = Index::open(&dir, false).unwrap();
-        assert_eq!(index.batches.len(), 1);
-        assert_eq!((index.next_batch(), index.next_group_id()), (2, 4));
-        assert_eq!(index.documents(), 7);
-        assert!(index.check_settings(&meta).is_ok());
-        let other_k = IndexMeta::new(64, 5, "mode=auto", &DataType::Int64, BTreeMap::new(), None);
-        let err = index.check_settings(&other_k).unwrap_err().to_string();
-        assert!(err.contains("--k 3") && err.contains("5"), "{err}");
-        let other_id = IndexMeta::new(64, 3, "mode=auto", &DataType::Utf8, BTreeMap::new(), None);
-        let err = index.check_settings(&other_id).unwrap_err().to_string();
-        assert!(err.contains("id type Int64"), "{err}");
-        // A run that opened the folder before batch 1 landed cannot change the settings.
-        let stale = Index {
-            dir: dir.clone(),
-            meta: None,
-            batches: Vec::new(),
-        };
-        assert!(stale.create_settings(&meta).is_ok());
-        let err = stale.create_settings(&other_k).unwrap_err().to_string();
-        assert!(err.contains("another run created the index"), "{err}");
-        assert_eq!(Index::open(&dir, false).unwrap().meta, Some(meta));
-        // Batch 2's folder exists (the crash), so staging batch 2 is refused, not overwritten.
-        let err = index.stage_batch(2).unwrap_err().to_string();
-        assert!(err.contains("batch=000002"), "{err}");
-    }
 }

@@ -194,14 +194,8 @@ impl JobRequest {
             ));
         }
         let output = Place::parse(&self.output.to_string_lossy(), "--output")?;
-        if let Some(index) = &self.index
-            && Place::parse(&index.dir.to_string_lossy(), "--index")?.is_remote()
-        {
-            return Err(Error::Usage(format!(
-                "--index {}: a signature index lives on a local disk (or a shared folder) in \
-                 this version; the outputs and the input can be on an object store",
-                index.dir.display()
-            )));
+        if let Some(index) = &self.index {
+            index.place()?;
         }
         Ok(JobConfig {
             inputs: self.inputs,
@@ -238,7 +232,7 @@ fn k_and_verify(
         return Ok((k.unwrap_or(DEFAULT_K), None));
     }
     let indexed = match index {
-        Some(index) => crate::index::IndexMeta::of_existing(&index.dir)?,
+        Some(index) => index.recorded.clone(),
         None => None,
     };
     let verify = match (asked, &indexed) {
@@ -425,8 +419,8 @@ mod tests {
         );
     }
 
-    #[test]
-    fn an_existing_index_gives_its_k_and_verification_as_defaults() {
+    #[tokio::test]
+    async fn an_existing_index_gives_its_k_and_verification_as_defaults() {
         let dir = tempfile::tempdir().unwrap();
         let meta = crate::index::IndexMeta::new(
             64,
@@ -440,9 +434,11 @@ mod tests {
         std::fs::write(dir.path().join("index.json"), json).unwrap();
         let mut asked = request(None, None);
         asked.k = None;
+        let place = Place::Local(dir.path().to_path_buf());
         asked.index = Some(IndexOptions {
             dir: dir.path().to_path_buf(),
             update: true,
+            recorded: crate::index::IndexMeta::of_existing(&place).await.unwrap(),
         });
         let config = asked.clone().resolve().unwrap();
         assert_eq!((config.k, config.verify), (3, None));

@@ -75,23 +75,35 @@ pub(super) async fn finish_batch(
         .next_group_id()
         .max(highest.map_or(0, |g| g + 1));
     let report = IndexReport {
-        path: batch.index.dir.display().to_string(),
+        path: batch.index.place.to_string(),
         batch: batch.number,
         indexed_documents: batch.index.documents(),
         updated: batch.staging.is_some(),
         next_group_id,
     };
     let part = batch.staging.take();
-    if part.is_some() {
-        clock
+    if let Some(staged) = &part {
+        let written = clock
             .time("index", run_stage(ctx, &stages::INDEX_BATCH, &bindings))
-            .await?;
+            .await;
+        if let Err(e) = written {
+            batch.index.abandon(staged).await;
+            return Err(e);
+        }
     }
     let documents = done.counts.documents;
     let inputs = input_names(done.corpus);
     let quiet = clock.quiet;
     let written = staging.target().join(SUMMARY_FILE);
-    let summary = finish(staging, done, Some(report), clock).await?;
+    let summary = match finish(staging, done, Some(report), clock).await {
+        Ok(summary) => summary,
+        Err(e) => {
+            if let Some(staged) = &part {
+                batch.index.abandon(staged).await;
+            }
+            return Err(e);
+        }
+    };
     if let Some(part) = part {
         let meta = BatchMeta {
             batch: batch.number,
@@ -101,7 +113,7 @@ pub(super) async fn finish_batch(
             next_group_id,
             committed_at: crate::index::now_unix(),
         };
-        if let Err(e) = batch.index.commit(part, &batch.settings, &meta) {
+        if let Err(e) = batch.index.commit(part, &batch.settings, &meta).await {
             // The outputs are in place; their summary must not claim the batch was added.
             let mut corrected = summary.clone();
             if let Some(index) = &mut corrected.index {
@@ -113,15 +125,13 @@ pub(super) async fn finish_batch(
             return Err(Error::Input(format!(
                 "the outputs are written, but adding batch {} to the index {} failed: {e}. \
                  The index has no new batch; run again with --overwrite to retry",
-                batch.number,
-                batch.index.dir.display()
+                batch.number, batch.index.place
             )));
         }
         if !quiet {
             eprintln!(
                 "neardup: added batch {} ({documents} documents) to {}",
-                batch.number,
-                batch.index.dir.display()
+                batch.number, batch.index.place
             );
         }
     }

@@ -61,7 +61,7 @@ pub async fn run(config: &JobConfig) -> Result<Summary> {
         feature_files.clone(),
         config.verify,
     );
-    let batch = IndexedBatch::open(config.index.as_ref(), settings)?;
+    let batch = IndexedBatch::open(config.index.as_ref(), settings).await?;
     let staging = Staging::create(&config.output, config.overwrite).await?;
     let ctx = job_session(&config.console).await?;
     let mut params = StageParams {
@@ -95,6 +95,9 @@ pub async fn run(config: &JobConfig) -> Result<Summary> {
         Err(e) => {
             // A local staging folder goes when dropped; a run prefix on a store is removed here.
             staging.abandon().await;
+            if let Some(batch) = batch {
+                batch.abandon().await;
+            }
             return Err(e);
         }
     };

@@ -107,7 +107,7 @@ impl StageParams {
         if let Some(index) = &self.index {
             b.set("next_group_id", index.next_group_id.to_string());
             if let Some(part) = &index.part {
-                let folder = |name: &str| folder_literal(&Place::Local(part.join(name)));
+                let folder = |name: &str| folder_literal(&part.join(name));
                 b.set("index_documents_dir", folder(crate::index::DOCUMENTS_DIR))
                     .set("index_groups_dir", folder(crate::index::GROUP_LOG_DIR));
             }
@@ -174,7 +174,7 @@ mod tests {
             index: Some(IndexParams {
                 batch: 2,
                 next_group_id: 7,
-                part: Some("/tmp/index/.part".into()),
+                part: Some(Place::Local("/tmp/index/.part".into())),
             }),
             verify: Some(0.75),
         }

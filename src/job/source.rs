@@ -86,8 +86,10 @@ pub fn check_places(config: &JobConfig, corpus: &Corpus) -> Result<()> {
             refuse_overlap(output, "--input", &path)?;
         }
     }
-    if let Some(index) = &config.index {
-        refuse_overlap(output, "--index", &index.dir)?;
+    if let Some(index) = &config.index
+        && let Place::Local(dir) = index.place()?
+    {
+        refuse_overlap(output, "--index", &dir)?;
     }
     Ok(())
 }
@@ -117,6 +119,17 @@ fn refuse_remote_overlap(config: &JobConfig, corpus: &Corpus) -> Result<()> {
                 "--output {} is inside --input {input}: a later run over that prefix would read \
                  neardup's tables as documents; choose an output elsewhere",
                 config.output
+            )));
+        }
+    }
+    if let Some(index) = &config.index {
+        let index = index.place()?.folder();
+        if index.starts_with(&output) || output.starts_with(&index) {
+            return Err(Error::Usage(format!(
+                "--output {} and --index {} overlap: writing one would replace the other; keep \
+                 them apart",
+                config.output,
+                index.trim_end_matches('/')
             )));
         }
     }

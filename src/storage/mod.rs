@@ -16,7 +16,7 @@ use std::sync::{Arc, OnceLock};
 use datafusion::execution::object_store::ObjectStoreRegistry;
 use futures::TryStreamExt;
 use object_store::path::Path as ObjectPath;
-use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt, PutPayload};
+use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 use url::Url;
 
 use crate::error::{Error, Result};
@@ -259,6 +259,24 @@ impl Remote {
             .await
             .map(|_| ())
             .map_err(|e| self.error(e))
+    }
+
+    /// Writes the object only if no object has its key (a conditional PUT, If-None-Match: *):
+    /// of two writers of one key exactly one succeeds. `Ok(false)` when the key was taken.
+    /// Stores that cannot write conditionally say so (`NotImplemented`, an error).
+    pub async fn create(&self, bytes: Vec<u8>) -> Result<bool> {
+        let options = PutOptions::from(PutMode::Create);
+        match self
+            .store
+            .put_opts(&self.key, PutPayload::from(bytes), options)
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::AlreadyExists { .. }) => Ok(false),
+            // A store may answer a lost race with 412 Precondition Failed instead.
+            Err(object_store::Error::Precondition { .. }) => Ok(false),
+            Err(e) => Err(self.error(e)),
+        }
     }
 
     /// Removes every object under this prefix.

@@ -19,7 +19,7 @@ use crate::exactness::{bfs_groups, brute_force_pairs, planted_fingerprints};
 /// batch 1 that a document of batch 3 joins into one, a document of batch 1 with no partner
 /// until batch 2, and a group of batch 2 that batch 3 joins to a group of batch 1. Returns
 /// the rows in input order and the three batches as row ranges.
-fn batched_fingerprints() -> (Vec<(i64, u64)>, Vec<std::ops::Range<usize>>) {
+pub fn batched_fingerprints() -> (Vec<(i64, u64)>, Vec<std::ops::Range<usize>>) {
     let rows = planted_fingerprints();
     let mut rng = SplitMix64(7);
     let (x, w, v) = (rng.next_u64(), rng.next_u64(), rng.next_u64());
@@ -56,7 +56,7 @@ fn batched_fingerprints() -> (Vec<(i64, u64)>, Vec<std::ops::Range<usize>>) {
 }
 
 /// Groups as a set of member sets (ids and numbers aside).
-fn partition(members: impl IntoIterator<Item = (i64, u64)>) -> BTreeSet<BTreeSet<i64>> {
+pub fn partition(members: impl IntoIterator<Item = (i64, u64)>) -> BTreeSet<BTreeSet<i64>> {
     let mut groups: BTreeMap<u64, BTreeSet<i64>> = BTreeMap::new();
     for (id, group) in members {
         groups.entry(group).or_default().insert(id);

@@ -13,6 +13,7 @@ mod help;
 mod hostile_input;
 mod hostile_output;
 mod incremental;
+mod index_on_store;
 mod messages;
 mod object_store;
 mod processes;
