@@ -36,8 +36,19 @@ pub struct IndexOptions {
 }
 
 impl IndexOptions {
+    /// Where the index is; an index on http(s), which is read only, cannot be added to.
     pub fn place(&self) -> Result<Place> {
-        Place::parse(&self.dir.to_string_lossy(), "--index")
+        let place = Place::parse(&self.dir.to_string_lossy(), "--index")?;
+        if let Place::Remote(url) = &place
+            && self.update
+            && matches!(url.scheme(), "http" | "https")
+        {
+            return Err(Error::Usage(format!(
+                "--index {url}: http(s):// is read only; keep an index you add to on s3://, \
+                 gs://, az:// or a local disk"
+            )));
+        }
+        Ok(place)
     }
 }
 

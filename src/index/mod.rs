@@ -429,12 +429,7 @@ impl Index {
     pub fn stage_batch(&self, number: u64) -> Result<BatchStaging> {
         match &self.place {
             Place::Local(dir) => local::stage_batch(self, dir, number).map(BatchStaging::Local),
-            Place::Remote(url) if matches!(url.scheme(), "http" | "https") => {
-                Err(Error::Usage(format!(
-                    "--index {url}: http(s):// is read only; keep an index you add to on s3://, \
-                     gs://, az:// or a local disk"
-                )))
-            }
+            // `IndexOptions::place` refuses to add to an index on http(s).
             Place::Remote(_) => Ok(BatchStaging::Remote(remote::stage_batch(number))),
         }
     }

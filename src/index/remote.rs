@@ -133,7 +133,16 @@ pub async fn commit(index: &Index, part: &str, meta: &IndexMeta, batch: &BatchMe
     let marker = root.child(&format!("{COMMITTED_DIR}/{}", batch_folder(batch.batch)));
     let created = match marker.create(to_json(&record)?).await {
         Ok(created) => created,
-        Err(e) => return Err(lost(unconditional(e, url)).await),
+        Err(e) => {
+            // The PUT may have landed before its answer was lost: the files stay unless the
+            // record is known not to name them (a later commit removes them then).
+            let named = read_json::<CommitRecord>(&marker).await;
+            return match named {
+                Ok(Some(theirs)) if theirs == record => Ok(()),
+                Ok(_) => Err(lost(unconditional(e, url)).await),
+                Err(_) => Err(unconditional(e, url)),
+            };
+        }
     };
     // A PUT whose answer was lost and retried finds its own record: that is a win too.
     if !created && read_json::<CommitRecord>(&marker).await?.as_ref() != Some(&record) {
