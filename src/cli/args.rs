@@ -396,14 +396,16 @@ pub struct JobArgs {
 /// A persisted signature index: earlier batches, matched against without signing them again.
 #[derive(Debug, Args)]
 pub struct IndexArgs {
-    /// Match the documents against the signature index in DIR too (docs/INDEX.md): pairs and
-    /// groups with indexed documents, stable group ids, and dedup drops new documents that
-    /// duplicate anything indexed. The index must have the same --k, features and id type.
-    #[arg(long, value_name = "DIR")]
+    /// Match the documents against the signature index in DIR (or at an object-store URL,
+    /// s3://lake/neardup-index) too (docs/INDEX.md): pairs and groups with indexed documents,
+    /// stable group ids, and dedup drops new documents that duplicate anything indexed. The
+    /// index must have the same --k, features and id type.
+    #[arg(long, value_name = "DIR|URL")]
     pub index: Option<PathBuf>,
     /// Add this batch to --index once the outputs are written (creates the index if DIR is
-    /// missing or empty). Atomic: a failed run leaves the index as it was. A batch whose ids
-    /// are already indexed is refused.
+    /// missing or empty). Atomic: a failed run leaves the index as it was, and of two runs
+    /// adding a batch at once exactly one lands. A batch whose ids are already indexed is
+    /// refused.
     #[arg(long, requires = "index")]
     pub update_index: bool,
 }
@@ -595,9 +597,10 @@ pub struct QueryArgs {
     /// corpus) are registered.
     #[arg(long, value_name = "DIR|URL")]
     pub data: Option<PathBuf>,
-    /// A signature index (run --index); registers index_documents, index_group_log,
-    /// index_groups (each document's current group) and index_batches.
-    #[arg(long, value_name = "DIR")]
+    /// A signature index (run --index), a folder or its URL on an object store; registers
+    /// index_documents, index_group_log, index_groups (each document's current group) and
+    /// index_batches.
+    #[arg(long, value_name = "DIR|URL")]
     pub index: Option<PathBuf>,
     /// How to write the result.
     #[arg(long, value_enum, default_value_t = Format::Table)]
@@ -606,8 +609,9 @@ pub struct QueryArgs {
     /// printed under the table. The other formats write every row.
     #[arg(long, value_name = "N|inf", default_value = "40", value_parser = parse_max_rows)]
     pub maxrows: usize,
-    /// Write the result to this file instead of standard output (appears whole, at the end).
-    #[arg(long, value_name = "FILE")]
+    /// Write the result to this file (or object-store URL, s3://lake/results/top.parquet)
+    /// instead of standard output; it appears whole, at the end.
+    #[arg(long, value_name = "FILE|URL")]
     pub out: Option<PathBuf>,
     /// Replace --out if the file exists.
     #[arg(long, requires = "out")]

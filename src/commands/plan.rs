@@ -33,7 +33,8 @@ pub async fn compare_plans(options: &PlanOptions) -> Result<String> {
             ));
         }
         let corpus =
-            input::inspect(input::resolve_inputs(&options.signatures, None).await?).await?;
+            input::inspect(input::resolve_inputs(&options.signatures, None, "signatures").await?)
+                .await?;
         corpus.check_simhash_column(&options.simhash_column)?;
         let ctx = session_context()?;
         register_corpus(&ctx, &corpus).await?;

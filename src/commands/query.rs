@@ -22,7 +22,7 @@ use crate::engine::staging::{OUTPUT_TABLES, SUMMARY_FILE, is_output_dir};
 use crate::error::{Error, QueryContext, Result};
 use crate::input::format::FileFormat;
 use crate::job::summary::Summary;
-use crate::storage::Place;
+use crate::storage::{Place, Remote};
 
 /// How `query` writes its result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -60,9 +60,15 @@ pub async fn query(options: &QueryOptions) -> Result<()> {
         return Err(Error::Usage("--format parquet needs --out FILE".into()));
     }
     let existing = Existing::from_overwrite(options.overwrite);
-    // Checked before any work; checked again when the file is created.
-    if let Some(out) = &options.out {
-        check_target(out, OUT_ROLE, existing)?;
+    let out = match &options.out {
+        Some(out) => Some(Place::parse(&out.to_string_lossy(), OUT_ROLE)?),
+        None => None,
+    };
+    // Checked before any work; a local file is checked again when it is created.
+    match &out {
+        Some(Place::Local(path)) => check_target(path, OUT_ROLE, existing)?,
+        Some(Place::Remote(url)) => check_remote_target(url, existing).await?,
+        None => {}
     }
     // Files can be queried by path too: SELECT * FROM 'data/part-0.parquet'.
     let ctx = crate::engine::session::session_context()?.enable_url_table();
@@ -77,19 +83,49 @@ pub async fn query(options: &QueryOptions) -> Result<()> {
             .await?;
     }
     let frame = crate::engine::sql::run_all_but_last(&ctx, &options.sql).await?;
-    match &options.out {
+    match &out {
         None => {
             let sink = BufWriter::new(std::io::stdout());
             write_result(frame, options, sink, Path::new(STANDARD_OUTPUT)).await
         }
-        Some(path) => {
+        Some(Place::Local(path)) => {
             // Written under a partial name and renamed: the file appears whole or not at all
             // (a failed or interrupted query removes the partial file).
             let (partial, file) = PartialFile::create(path, OUT_ROLE, existing)?;
             write_result(frame, options, BufWriter::new(file), path).await?;
             partial.commit()
         }
+        Some(Place::Remote(url)) => {
+            // Written to a local scratch file, then uploaded as one object (one PUT, or parts
+            // that become the object only when the upload completes): whole or not at all.
+            let scratch = std::env::temp_dir().join(format!(
+                "neardup-query-{}.{}",
+                std::process::id(),
+                crate::engine::commit::run_id()
+            ));
+            let (partial, file) = PartialFile::create(&scratch, OUT_ROLE, Existing::Replace)?;
+            let named = Path::new(url.as_str());
+            write_result(frame, options, BufWriter::new(file), named).await?;
+            Remote::open(url)?.upload(partial.path()).await
+        }
     }
+}
+
+/// `--out URL`: a store that can be written (not http(s)), and no object there unless
+/// `--overwrite`.
+async fn check_remote_target(url: &url::Url, existing: Existing) -> Result<()> {
+    if matches!(url.scheme(), "http" | "https") {
+        return Err(Error::Usage(format!(
+            "{OUT_ROLE} {url}: http(s):// is read only; write to s3://, gs://, az:// or a local \
+             file"
+        )));
+    }
+    if existing == Existing::Refuse && Remote::open(url)?.exists_as_object().await? {
+        return Err(Error::Usage(format!(
+            "{OUT_ROLE} {url} already exists; pass --overwrite to replace it"
+        )));
+    }
+    Ok(())
 }
 
 /// How messages name the `--out` file.

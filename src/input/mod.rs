@@ -51,10 +51,13 @@ pub struct Corpus {
 /// being searched (a loop) is reported on standard error and not followed.
 /// Object-store URLs are listed the same way (`remote`). `format` is `--input-format`: without
 /// it a file's extension tells, and a folder's files are its Parquet files, else its JSON
-/// Lines files, else its CSV files.
+/// Lines files, else its CSV files. An input that is a neardup output (a folder with its
+/// `_SUCCESS` and `summary.json`, or a store prefix with its manifest) is read as its table
+/// `output_table`: `dedup` for `run`, `signatures` for `match`.
 pub async fn resolve_inputs(
     inputs: &[String],
     format: Option<Format>,
+    output_table: &str,
 ) -> Result<Vec<(Place, FileFormat)>> {
     if inputs.is_empty() {
         return Err(Error::Usage("no --input given".into()));
@@ -65,6 +68,10 @@ pub async fn resolve_inputs(
     for input in inputs {
         match Place::parse(input, "--input")? {
             Place::Remote(url) => {
+                let url = match remote::committed_table(&url, output_table).await? {
+                    Some(table) => table,
+                    None => url,
+                };
                 for (url, file_format) in remote::expand(&url, format).await? {
                     if seen_urls.insert(url.to_string()) {
                         files.push((Place::Remote(url), file_format));
@@ -72,6 +79,7 @@ pub async fn resolve_inputs(
                 }
             }
             Place::Local(path) => {
+                let path = local_output_table(path, output_table)?;
                 let found = resolve_local(&[path.to_string_lossy().into_owned()], format)?;
                 for (file, file_format) in found {
                     if !local.contains(&file) {
@@ -83,6 +91,22 @@ pub async fn resolve_inputs(
         }
     }
     Ok(files)
+}
+
+/// The folder of table `table` when `path` is a local neardup output; `path` otherwise.
+fn local_output_table(path: PathBuf, table: &str) -> Result<PathBuf> {
+    if !path.is_dir() || !crate::engine::staging::is_output_dir(&path) {
+        return Ok(path);
+    }
+    let folder = path.join(table);
+    if !folder.is_dir() {
+        return Err(Error::Input(format!(
+            "input {} is a neardup output without a {table} table (an output of `match` has \
+             pairs and groups only); name the files to read",
+            path.display()
+        )));
+    }
+    Ok(folder)
 }
 
 /// Local inputs: files, folders and globs, each real file once.

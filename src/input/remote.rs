@@ -3,6 +3,8 @@
 
 use url::Url;
 
+use crate::engine::commit::Manifest;
+use crate::engine::staging::COMPLETE_MARKER;
 use crate::error::{Error, Result};
 use crate::input::folder_files;
 use crate::input::format::{FileFormat, Format};
@@ -12,6 +14,32 @@ use crate::storage::Remote;
 /// those under its fixed prefix that match it; else those under it as a prefix, of the
 /// folder's format (`folder_files`), skipping hidden and `_`-prefixed names (markers such as
 /// `_SUCCESS`, a neardup output's `run-*` folders are not skipped: name them directly).
+/// The folder of table `table` when `url` is a committed neardup output (its `_SUCCESS` is a
+/// neardup manifest), `None` otherwise: another tool's `_SUCCESS` (Spark's empty marker) leaves
+/// the prefix an ordinary input.
+pub async fn committed_table(url: &Url, table: &str) -> Result<Option<Url>> {
+    if url.path().contains(['*', '?', '[']) {
+        return Ok(None);
+    }
+    let output = Remote::open(url)?;
+    let Some(bytes) = output.child(COMPLETE_MARKER).read().await? else {
+        return Ok(None);
+    };
+    let Ok(manifest) = serde_json::from_slice::<Manifest>(&bytes) else {
+        return Ok(None);
+    };
+    if !manifest.is_neardup() {
+        return Ok(None);
+    }
+    let Some(folder) = manifest.tables.get(table) else {
+        return Err(Error::Input(format!(
+            "input {url} is a neardup output without a {table} table (an output of `match` has \
+             pairs and groups only); name the files to read"
+        )));
+    };
+    Ok(Some(output.child(folder).url().clone()))
+}
+
 pub async fn expand(url: &Url, format: Option<Format>) -> Result<Vec<(Url, FileFormat)>> {
     let path = url.path();
     if path.contains(['*', '?', '[']) {

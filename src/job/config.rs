@@ -42,6 +42,15 @@ impl Source {
         }
     }
 
+    /// The table read from an input that is a neardup output: the deduplicated corpus, or the
+    /// fingerprints.
+    pub fn output_table(&self) -> &'static str {
+        match self {
+            Source::Texts { .. } => "dedup",
+            Source::Fingerprints { .. } => "signatures",
+        }
+    }
+
     /// The column the documents are read from: their texts, or their fingerprints.
     pub fn column(&self) -> &str {
         match self {

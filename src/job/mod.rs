@@ -45,8 +45,15 @@ pub const TEXT_BATCH_ROWS: usize = 2048;
 /// Runs the job: its outputs are committed under `config.output` when it returns the summary.
 pub async fn run(config: &JobConfig) -> Result<Summary> {
     let mut clock = Stopwatch::new(config.console.quiet);
-    let corpus =
-        input::inspect(input::resolve_inputs(&config.inputs, config.input_format).await?).await?;
+    let corpus = input::inspect(
+        input::resolve_inputs(
+            &config.inputs,
+            config.input_format,
+            config.source.output_table(),
+        )
+        .await?,
+    )
+    .await?;
     source::check_places(config, &corpus)?;
     let source::Checked {
         params: source_params,

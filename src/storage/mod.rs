@@ -261,6 +261,46 @@ impl Remote {
             .map_err(|e| self.error(e))
     }
 
+    /// Uploads a local file as this object, whole or not at all: a small file in one PUT, a
+    /// large one in parts that become the object only when the upload completes (a failed
+    /// upload is aborted, so no part stays behind).
+    pub async fn upload(&self, file: &Path) -> Result<()> {
+        use std::io::Read;
+        const ONE_PUT_BYTES: u64 = 16 << 20;
+        const PARTS_IN_FLIGHT: usize = 8;
+        let size = std::fs::metadata(file)
+            .map_err(|e| Error::io(file, e))?
+            .len();
+        if size <= ONE_PUT_BYTES {
+            let bytes = std::fs::read(file).map_err(|e| Error::io(file, e))?;
+            return self.write(bytes).await;
+        }
+        let upload = self
+            .store
+            .put_multipart(&self.key)
+            .await
+            .map_err(|e| self.error(e))?;
+        let mut writer = object_store::WriteMultipart::new(upload);
+        let mut source = std::fs::File::open(file).map_err(|e| Error::io(file, e))?;
+        let mut chunk = vec![0u8; 8 << 20];
+        loop {
+            let read = match source.read(&mut chunk) {
+                Ok(0) => break,
+                Ok(read) => read,
+                Err(e) => {
+                    let _ = writer.abort().await;
+                    return Err(Error::io(file, e));
+                }
+            };
+            if let Err(e) = writer.wait_for_capacity(PARTS_IN_FLIGHT).await {
+                let _ = writer.abort().await;
+                return Err(self.error(e));
+            }
+            writer.write(&chunk[..read]);
+        }
+        writer.finish().await.map(|_| ()).map_err(|e| self.error(e))
+    }
+
     /// Writes the object only if no object has its key (a conditional PUT, If-None-Match: *):
     /// of two writers of one key exactly one succeeds. `Ok(false)` when the key was taken.
     /// Stores that cannot write conditionally say so (`NotImplemented`, an error).

@@ -36,6 +36,20 @@ pub fn succeeded(args: &[&str], out: Output) -> String {
 
 /// Runs `neardup run` on the shipped sample into `dir/out` with `extra` flags, insists it fails
 /// with exit code `code` and without a panic, and returns its standard error.
+/// Runs the job on the sample with its defaults into the local folder `output`: the oracle of
+/// the tests that run the same job elsewhere.
+pub fn run_sample_locally(output: &Path) {
+    let sample = fixture("sample.parquet");
+    neardup_ok(&[
+        "run",
+        "--input",
+        path_str(&sample),
+        "--output",
+        path_str(output),
+        "-q",
+    ]);
+}
+
 pub fn failing_sample_run(dir: &Path, extra: &[&str], code: i32) -> String {
     let input = fixture("sample.parquet");
     let output = dir.join("out");

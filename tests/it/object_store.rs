@@ -7,12 +7,14 @@ use std::path::Path;
 
 use datafusion::arrow::util::pretty::pretty_format_batches;
 
-use crate::common::{fixture, neardup, neardup_ok, path_str, query, stderr};
+use crate::common::{
+    fixture, neardup, neardup_ok, pairs_of, path_str, query, run_sample_locally, stderr,
+};
 use crate::processes::{start_executors_with_env, start_scheduler_with_env};
 use crate::s3::S3Server;
 
 /// The rows of every output table, sorted, as text: what two runs must share.
-async fn tables(output: &Path) -> Vec<String> {
+pub async fn tables(output: &Path) -> Vec<String> {
     let queries = [
         "SELECT id, simhash, input_order FROM signatures ORDER BY id",
         "SELECT id_a, id_b, distance, similarity FROM pairs ORDER BY id_a, id_b",
@@ -36,7 +38,7 @@ fn manifest(server: &S3Server, bucket: &str, output: &str) -> serde_json::Value 
 }
 
 /// Downloads the tables the output's manifest names into `dir`.
-fn download_output(server: &S3Server, bucket: &str, output: &str, dir: &Path) {
+pub fn download_output(server: &S3Server, bucket: &str, output: &str, dir: &Path) {
     let run = manifest(server, bucket, output)["run"]
         .as_str()
         .expect("the manifest names its run")
@@ -288,11 +290,9 @@ async fn a_compressed_json_lines_corpus_on_s3_gives_the_local_groups() {
 
 #[tokio::test]
 async fn overwriting_on_s3_commits_by_the_manifest_and_removes_what_runs_left() {
-    let Some(server) = S3Server::start("overwrite on s3", &[]) else {
+    let Some(server) = S3Server::with_sample("overwrite on s3") else {
         return;
     };
-    server.create_bucket("lake");
-    server.put_file("lake", "in/sample.parquet", &fixture("sample.parquet"));
     let run = |extra: &[&str]| {
         let mut args = vec![
             "run",
@@ -354,11 +354,9 @@ async fn overwriting_on_s3_commits_by_the_manifest_and_removes_what_runs_left() 
 
 #[test]
 fn a_run_killed_during_an_overwrite_on_s3_leaves_the_previous_output_whole() {
-    let Some(server) = S3Server::start("kill on s3", &[]) else {
+    let Some(server) = S3Server::with_sample("kill on s3") else {
         return;
     };
-    server.create_bucket("lake");
-    server.put_file("lake", "in/sample.parquet", &fixture("sample.parquet"));
     let args = [
         "run",
         "--input",
@@ -400,11 +398,9 @@ fn a_run_killed_during_an_overwrite_on_s3_leaves_the_previous_output_whole() {
 
 #[test]
 fn store_errors_name_the_url_and_write_nothing() {
-    let Some(server) = S3Server::start("s3 errors", &[]) else {
+    let Some(server) = S3Server::with_sample("s3 errors") else {
         return;
     };
-    server.create_bucket("lake");
-    server.put_file("lake", "in/sample.parquet", &fixture("sample.parquet"));
     let dir = tempfile::tempdir().unwrap();
     let local_out = dir.path().join("out");
     // Runs on `input` (with `extra` flags and environment) and checks it fails with `code`,
@@ -442,10 +438,16 @@ fn store_errors_name_the_url_and_write_nothing() {
         2,
         "environment",
     );
-    // The index stays on local disks in this version, and says so.
-    let index = ["--index", "s3://lake/index", "--update-index"];
-    fails("s3://lake/in/", &index, &[], 2, "--index s3://lake/index");
-    assert!(server.keys("lake", "index").is_empty());
+    // An index in a bucket that does not exist, in a prefix that holds other things, or on
+    // http(s), which is read only.
+    let index = ["--index", "s3://no-such-bucket/index", "--update-index"];
+    fails("s3://lake/in/", &index, &[], 1, "s3://no-such-bucket/index");
+    server.put("lake", "notes/readme.txt", b"mine");
+    let foreign = ["--index", "s3://lake/notes", "--update-index"];
+    fails("s3://lake/in/", &foreign, &[], 1, "not a neardup index");
+    assert_eq!(server.keys("lake", "notes/"), ["notes/readme.txt"]);
+    let http = ["--index", "http://127.0.0.1:9/index", "--update-index"];
+    fails("s3://lake/in/", &http, &[], 2, "read only");
 }
 
 #[test]
@@ -539,11 +541,9 @@ fn gcs_and_azure_urls_resolve_through_the_same_registry() {
 /// input is only on the store, and the executors write the outputs there themselves.
 #[tokio::test]
 async fn a_cluster_that_shares_no_folder_reads_and_writes_the_store() {
-    let Some(server) = S3Server::start("cluster on s3", &[]) else {
+    let Some(server) = S3Server::with_sample("cluster on s3") else {
         return;
     };
-    server.create_bucket("lake");
-    server.put_file("lake", "in/sample.parquet", &fixture("sample.parquet"));
     let dir = tempfile::tempdir().unwrap();
     let env = server.env();
     let (scheduler, address) = start_scheduler_with_env(dir.path(), &[], &env);
@@ -587,4 +587,160 @@ async fn a_cluster_that_shares_no_folder_reads_and_writes_the_store() {
             "executor {n} ran no task"
         );
     }
+}
+
+#[test]
+fn query_results_go_to_the_store_whole_and_are_not_replaced_unasked() {
+    let Some(server) = S3Server::with_sample("query --out on s3") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let sql = "SELECT id, note FROM 's3://lake/in/sample.parquet' ORDER BY id";
+    let printed = server.neardup_ok(&["query", "--format", "csv", sql]);
+    let csv_url = "s3://lake/results/sample.csv";
+    server.neardup_ok(&["query", "--format", "csv", "--out", csv_url, sql]);
+    let stored = server
+        .get("lake", "results/sample.csv")
+        .expect("the result is stored");
+    assert_eq!(String::from_utf8(stored).unwrap(), printed);
+
+    // Parquet: the same bytes as the same query written to a local file.
+    let local = dir.path().join("sample.parquet");
+    let parquet = ["query", "--format", "parquet", "--out"];
+    let mut args = parquet.to_vec();
+    args.extend([path_str(&local), sql]);
+    server.neardup_ok(&args);
+    let mut args = parquet.to_vec();
+    args.extend(["s3://lake/results/sample.parquet", sql]);
+    server.neardup_ok(&args);
+    let stored = server
+        .get("lake", "results/sample.parquet")
+        .expect("stored");
+    assert_eq!(stored, std::fs::read(&local).unwrap());
+
+    // An existing object is replaced only with --overwrite.
+    let other = "SELECT 1 AS one";
+    let out = server.neardup(&["query", "--format", "csv", "--out", csv_url, other]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--overwrite"), "{}", stderr(&out));
+    let replace = [
+        "query",
+        "--format",
+        "csv",
+        "--out",
+        csv_url,
+        "--overwrite",
+        other,
+    ];
+    server.neardup_ok(&replace);
+    assert_eq!(
+        server.get("lake", "results/sample.csv").unwrap(),
+        b"one\n1\n"
+    );
+
+    // COPY ... TO a URL inside the SQL goes through the same store.
+    let copy =
+        "COPY (SELECT id FROM 's3://lake/in/sample.parquet') TO 's3://lake/results/ids.parquet'";
+    server.neardup_ok(&["query", copy]);
+    let ids = dir.path().join("ids.parquet");
+    std::fs::write(
+        &ids,
+        server.get("lake", "results/ids.parquet").expect("copied"),
+    )
+    .unwrap();
+    let count = format!("SELECT count(*) AS n FROM '{}'", path_str(&ids));
+    let counted = neardup_ok(&["query", "--format", "csv", &count]);
+    let source = "SELECT count(*) AS n FROM 's3://lake/in/sample.parquet'";
+    assert_eq!(
+        counted,
+        server.neardup_ok(&["query", "--format", "csv", source])
+    );
+}
+
+#[tokio::test]
+async fn an_output_given_as_input_is_read_through_its_manifest() {
+    let Some(server) = S3Server::with_sample("an output as input") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let at = |name: &str| dir.path().join(name);
+    server.neardup_ok(&[
+        "run",
+        "--input",
+        "s3://lake/in/",
+        "--output",
+        "s3://lake/out",
+        "-q",
+    ]);
+    let local = at("local");
+    run_sample_locally(&local);
+
+    // match on the output (on the store, and a local folder) reads its signatures.
+    let signatures = local.join("signatures");
+    let given = [
+        ("s3://lake/out", at("m_s3")),
+        (path_str(&local), at("m_local")),
+        (path_str(&signatures), at("m_folder")),
+    ];
+    let mut found = Vec::new();
+    for (input, output) in &given {
+        let args = [
+            "match",
+            "--signatures",
+            input,
+            "--output",
+            path_str(output),
+            "-q",
+        ];
+        server.neardup_ok(&args);
+        let mut pairs = pairs_of(output).await;
+        pairs.sort_unstable();
+        found.push(pairs);
+    }
+    assert!(!found[0].is_empty(), "the sample has pairs");
+    assert_eq!(found[0], found[2], "the store's output");
+    assert_eq!(found[1], found[2], "the local output");
+
+    // run on the output reads its dedup: each document kept once more.
+    let again = at("again");
+    server.neardup_ok(&[
+        "run",
+        "--input",
+        "s3://lake/out",
+        "--output",
+        path_str(&again),
+        "-q",
+    ]);
+    let kept = query(&local, "SELECT count(*) FROM dedup").await;
+    let read = query(&again, "SELECT count(*) FROM signatures").await;
+    let show =
+        |b: &[datafusion::arrow::array::RecordBatch]| pretty_format_batches(b).unwrap().to_string();
+    assert_eq!(show(&read), show(&kept));
+
+    // An output of match has no signatures to match again.
+    let matched = "s3://lake/matched";
+    server.neardup_ok(&[
+        "match",
+        "--signatures",
+        "s3://lake/out",
+        "--output",
+        matched,
+        "-q",
+    ]);
+    let refused = at("no");
+    let args = [
+        "match",
+        "--signatures",
+        matched,
+        "--output",
+        path_str(&refused),
+        "-q",
+    ];
+    let out = server.neardup(&args);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("without a signatures table"),
+        "{}",
+        stderr(&out)
+    );
 }

@@ -80,6 +80,15 @@ impl S3Server {
         Some(server)
     }
 
+    /// A server whose bucket `lake` holds the sample at `in/sample.parquet`.
+    pub fn with_sample(test: &str) -> Option<S3Server> {
+        let server = S3Server::start(test, &[])?;
+        server.create_bucket("lake");
+        let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/sample.parquet");
+        server.put_file("lake", "in/sample.parquet", &sample);
+        Some(server)
+    }
+
     pub fn endpoint(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
     }
