@@ -1,5 +1,7 @@
 //! Integration tests, one binary (each test binary links DataFusion, so there is only one).
 
+mod azure;
+mod azurite;
 mod cluster;
 mod cluster_failures;
 mod common;
