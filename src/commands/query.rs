@@ -106,7 +106,8 @@ pub async fn query(options: &QueryOptions) -> Result<()> {
             let (partial, file) = PartialFile::create(&scratch, OUT_ROLE, Existing::Replace)?;
             let named = Path::new(url.as_str());
             write_result(frame, options, BufWriter::new(file), named).await?;
-            Remote::open(url)?.upload(partial.path()).await
+            let replace = existing == Existing::Replace;
+            Remote::open(url)?.upload(partial.path(), replace).await
         }
     }
 }
@@ -120,7 +121,13 @@ async fn check_remote_target(url: &url::Url, existing: Existing) -> Result<()> {
              file"
         )));
     }
-    if existing == Existing::Refuse && Remote::open(url)?.exists_as_object().await? {
+    let target = Remote::open(url)?;
+    if target.key().is_empty() {
+        return Err(Error::Usage(format!(
+            "{OUT_ROLE} {url} names a bucket; name an object in it ({url}/result.parquet)"
+        )));
+    }
+    if existing == Existing::Refuse && target.exists_as_object().await? {
         return Err(Error::Usage(format!(
             "{OUT_ROLE} {url} already exists; pass --overwrite to replace it"
         )));

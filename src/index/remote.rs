@@ -36,10 +36,17 @@ struct CommitRecord {
 /// Commit records read at once when an index is opened.
 const READS_IN_FLIGHT: usize = 16;
 
-/// Reads the index at `url` (`Index::open`): one listing of its keys, then its settings and
-/// every commit record.
+/// Reads the index at `url` (`Index::open`): its commit records, then one listing of all its
+/// keys (in that order: a listing is no snapshot, and a batch's files are written before its
+/// record, so every record read has its files in the later listing), its settings and the
+/// records' contents.
 pub async fn open(url: &Url, update: bool) -> Result<Index> {
     let root = Remote::open(url)?;
+    let committed: Vec<String> = relative_keys(&root.child(COMMITTED_DIR))
+        .await?
+        .into_iter()
+        .map(|key| format!("{COMMITTED_DIR}/{key}"))
+        .collect();
     let listed = relative_keys(&root).await?;
     let mut index = Index::new_index(Place::Remote(url.clone()));
     if !listed.iter().any(|key| key == META_FILE) {
@@ -66,7 +73,7 @@ pub async fn open(url: &Url, update: bool) -> Result<Index> {
         ))
     })?;
     Index::check_format(&meta, meta_file.url().as_str())?;
-    let records: Vec<Remote> = listed
+    let records: Vec<Remote> = committed
         .iter()
         .filter(|key| committed_number(key).is_some())
         .map(|key| root.child(key))
@@ -134,16 +141,29 @@ pub async fn commit(index: &Index, part: &str, meta: &IndexMeta, batch: &BatchMe
     let created = match marker.create(to_json(&record)?).await {
         Ok(created) => created,
         Err(e) => {
-            // The PUT may have landed before its answer was lost: the files stay unless the
-            // record is known not to name them (a later commit removes them then).
+            // The PUT may have landed, or may still land, after its answer was lost: the files
+            // stay (a later commit of this number removes them if the record never lands).
             let named = read_json::<CommitRecord>(&marker).await;
             return match named {
                 Ok(Some(theirs)) if theirs == record => Ok(()),
-                Ok(_) => Err(lost(unconditional(e, url)).await),
-                Err(_) => Err(unconditional(e, url)),
+                _ => Err(Error::Input(format!(
+                    "{}; whether batch {} was added is not known: its record may still land",
+                    unconditional(e, url),
+                    batch.batch
+                ))),
             };
         }
     };
+    // A store that ignores the condition lets a second writer replace the record: read it back.
+    let read_back = read_json::<CommitRecord>(&marker).await;
+    if created && matches!(&read_back, Ok(Some(theirs)) if *theirs != record) {
+        return Err(Error::Input(format!(
+            "{}: another run replaced this batch's record right after it was written, so the \
+             store ignores conditional writes and cannot keep two writers of {url} apart; run \
+             one writer at a time there",
+            marker.url()
+        )));
+    }
     // A PUT whose answer was lost and retried finds its own record: that is a win too.
     if !created && read_json::<CommitRecord>(&marker).await?.as_ref() != Some(&record) {
         return Err(lost(Error::Usage(format!(

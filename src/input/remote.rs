@@ -22,7 +22,9 @@ pub async fn committed_table(url: &Url, table: &str) -> Result<Option<Url>> {
         return Ok(None);
     }
     let output = Remote::open(url)?;
-    let Some(bytes) = output.child(COMPLETE_MARKER).read().await? else {
+    // Any failure to read a marker (none there, or no right to read it: a store answers 403 for
+    // a missing key to a caller who cannot list) leaves the input as it was named.
+    let Ok(Some(bytes)) = output.child(COMPLETE_MARKER).read().await else {
         return Ok(None);
     };
     let Ok(manifest) = serde_json::from_slice::<Manifest>(&bytes) else {

@@ -9,8 +9,8 @@ use crate::engine::sql::{first_unsigned, query_stage, run_stage};
 use crate::engine::stages;
 use crate::engine::staging::SUMMARY_FILE;
 use crate::error::{Error, Result};
-use crate::index::BatchMeta;
 use crate::index::batch::IndexedBatch;
+use crate::index::{BatchMeta, BatchStaging, Index};
 use crate::input::Corpus;
 use crate::job::config::{JobConfig, Source};
 use crate::job::params::{StageParams, WORK_DIR};
@@ -68,7 +68,13 @@ pub(super) async fn finish_batch(
         return finish(staging, done, None, clock).await;
     };
     let bindings = params.bindings();
-    let highest = query_stage(ctx, &stages::INDEX_NEXT_GROUP, &bindings).await?;
+    let highest = match query_stage(ctx, &stages::INDEX_NEXT_GROUP, &bindings).await {
+        Ok(highest) => highest,
+        Err(e) => {
+            let part = batch.staging.take();
+            return Err(abandon_both(staging, &batch.index, part.as_ref(), e).await);
+        }
+    };
     let highest = first_unsigned(&highest)?;
     let next_group_id = batch
         .index
@@ -87,8 +93,7 @@ pub(super) async fn finish_batch(
             .time("index", run_stage(ctx, &stages::INDEX_BATCH, &bindings))
             .await;
         if let Err(e) = written {
-            batch.index.abandon(staged).await;
-            return Err(e);
+            return Err(abandon_both(staging, &batch.index, Some(staged), e).await);
         }
     }
     let documents = done.counts.documents;
@@ -124,8 +129,9 @@ pub(super) async fn finish_batch(
             }
             return Err(Error::Input(format!(
                 "the outputs are written, but adding batch {} to the index {} failed: {e}. \
-                 The index has no new batch; run again with --overwrite to retry",
-                batch.number, batch.index.place
+                 Run again with --overwrite to retry (`neardup query --index {} \"SELECT batch \
+                 FROM index_batches\"` lists the batches the index holds)",
+                batch.number, batch.index.place, batch.index.place
             )));
         }
         if !quiet {
@@ -136,6 +142,21 @@ pub(super) async fn finish_batch(
         }
     }
     Ok(summary)
+}
+
+/// A batch that fails before its outputs are committed: its staged output and its staged part
+/// of the index are removed (on a store; local staging folders go when dropped).
+async fn abandon_both(
+    staging: Staging,
+    index: &Index,
+    part: Option<&BatchStaging>,
+    error: Error,
+) -> Error {
+    staging.abandon().await;
+    if let Some(part) = part {
+        index.abandon(part).await;
+    }
+    error
 }
 
 async fn finish(

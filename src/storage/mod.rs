@@ -261,10 +261,11 @@ impl Remote {
             .map_err(|e| self.error(e))
     }
 
-    /// Uploads a local file as this object, whole or not at all: a small file in one PUT, a
+    /// Uploads a local file as this object, whole or not at all: a small file in one PUT
+    /// (conditional unless `replace`: an object that appeared meanwhile is not replaced), a
     /// large one in parts that become the object only when the upload completes (a failed
-    /// upload is aborted, so no part stays behind).
-    pub async fn upload(&self, file: &Path) -> Result<()> {
+    /// upload is aborted).
+    pub async fn upload(&self, file: &Path, replace: bool) -> Result<()> {
         use std::io::Read;
         const ONE_PUT_BYTES: u64 = 16 << 20;
         const PARTS_IN_FLIGHT: usize = 8;
@@ -273,7 +274,16 @@ impl Remote {
             .len();
         if size <= ONE_PUT_BYTES {
             let bytes = std::fs::read(file).map_err(|e| Error::io(file, e))?;
-            return self.write(bytes).await;
+            if replace {
+                return self.write(bytes).await;
+            }
+            return match self.create(bytes).await? {
+                true => Ok(()),
+                false => Err(Error::Usage(format!(
+                    "{} appeared while the result was written; pass --overwrite to replace it",
+                    self.url
+                ))),
+            };
         }
         let upload = self
             .store

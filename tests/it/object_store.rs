@@ -618,6 +618,11 @@ fn query_results_go_to_the_store_whole_and_are_not_replaced_unasked() {
         .expect("stored");
     assert_eq!(stored, std::fs::read(&local).unwrap());
 
+    // A bucket is no place for a file.
+    let out = server.neardup(&["query", "--out", "s3://lake", "SELECT 1 AS one"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("names a bucket"), "{}", stderr(&out));
+
     // An existing object is replaced only with --overwrite.
     let other = "SELECT 1 AS one";
     let out = server.neardup(&["query", "--format", "csv", "--out", csv_url, other]);
