@@ -39,12 +39,6 @@ pub struct Manifest {
 
 const FORMAT: &str = "neardup output";
 
-impl Manifest {
-    /// Whether this is neardup's manifest rather than another tool's JSON `_SUCCESS`.
-    pub fn is_neardup(&self) -> bool {
-        self.format == FORMAT
-    }
-}
 const RUN_PREFIX: &str = "run-";
 
 /// Where a job writes until it commits: a local staging folder or a run prefix on a store.

@@ -173,24 +173,10 @@ pub(super) fn create_settings(dir: &Path, meta: &IndexMeta) -> Result<()> {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
             let theirs: IndexMeta = read_json(&path)?;
-            same_settings(&theirs, meta, &dir.display().to_string())
+            super::same_settings(&theirs, meta, &dir.display().to_string())
         }
         Err(e) => Err(Error::io(&path, e)),
     }
-}
-
-/// A run that found no index and lost the race to create it may add its batch only if the
-/// winner's settings are its own.
-pub(super) fn same_settings(theirs: &IndexMeta, mine: &IndexMeta, index: &str) -> Result<()> {
-    if theirs == mine {
-        return Ok(());
-    }
-    Err(Error::Usage(format!(
-        "another run created the index {index} meanwhile, with other settings ({} against this \
-         run's {}); this batch was not added",
-        serde_json::to_string(theirs).unwrap_or_default(),
-        serde_json::to_string(mine).unwrap_or_default()
-    )))
 }
 
 pub(super) fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {

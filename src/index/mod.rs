@@ -548,6 +548,20 @@ fn batch_folder(number: u64) -> String {
     format!("batch={number:06}")
 }
 
+/// A run that found no index and lost the race to create it may add its batch only if the
+/// winner's settings are its own.
+fn same_settings(theirs: &IndexMeta, mine: &IndexMeta, index: &str) -> Result<()> {
+    if theirs == mine {
+        return Ok(());
+    }
+    Err(Error::Usage(format!(
+        "another run created the index {index} meanwhile, with other settings ({} against this \
+         run's {}); this batch was not added",
+        serde_json::to_string(theirs).unwrap_or_default(),
+        serde_json::to_string(mine).unwrap_or_default()
+    )))
+}
+
 /// Reads a JSON file of the index; `file` names it in the error.
 fn parse_json<T: serde::de::DeserializeOwned>(bytes: &[u8], file: &str) -> Result<T> {
     serde_json::from_slice(bytes).map_err(|e| {

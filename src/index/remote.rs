@@ -200,7 +200,7 @@ async fn create_settings(root: &Remote, meta: &IndexMeta) -> Result<()> {
         return Ok(());
     }
     match read_json::<IndexMeta>(&file).await? {
-        Some(theirs) => super::local::same_settings(&theirs, meta, root.url().as_str()),
+        Some(theirs) => super::same_settings(&theirs, meta, root.url().as_str()),
         None => Err(Error::Input(format!(
             "{}: refused as existing, then not found; try again",
             file.url()

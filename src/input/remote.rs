@@ -3,8 +3,7 @@
 
 use url::Url;
 
-use crate::engine::commit::Manifest;
-use crate::engine::staging::COMPLETE_MARKER;
+use crate::engine::commit::read_manifest;
 use crate::error::{Error, Result};
 use crate::input::folder_files;
 use crate::input::format::{FileFormat, Format};
@@ -22,17 +21,12 @@ pub async fn committed_table(url: &Url, table: &str) -> Result<Option<Url>> {
         return Ok(None);
     }
     let output = Remote::open(url)?;
-    // Any failure to read a marker (none there, or no right to read it: a store answers 403 for
-    // a missing key to a caller who cannot list) leaves the input as it was named.
-    let Ok(Some(bytes)) = output.child(COMPLETE_MARKER).read().await else {
+    // Any failure to read a manifest (none there, another tool's `_SUCCESS`, or no right to
+    // read it: a store answers 403 for a missing key to a caller who cannot list) leaves the
+    // input as it was named.
+    let Ok(Some(manifest)) = read_manifest(&output).await else {
         return Ok(None);
     };
-    let Ok(manifest) = serde_json::from_slice::<Manifest>(&bytes) else {
-        return Ok(None);
-    };
-    if !manifest.is_neardup() {
-        return Ok(None);
-    }
     let Some(folder) = manifest.tables.get(table) else {
         return Err(Error::Input(format!(
             "input {url} is a neardup output without a {table} table (an output of `match` has \
