@@ -78,6 +78,14 @@ pub enum Error {
         source: Box<ballista_core::error::BallistaError>,
     },
 
+    /// delta-rs failed to read or commit a Delta table; `table` names it.
+    #[error("Delta table {table}: {source}")]
+    Delta {
+        table: String,
+        #[source]
+        source: Box<deltalake_core::DeltaTableError>,
+    },
+
     /// A bug in neardup itself (a stage that references an unknown parameter, say).
     #[error("internal error (a bug in neardup): {0}")]
     Internal(String),

@@ -5,11 +5,13 @@
 //! (docs/ARCHITECTURE.md):
 //! `cli` parses what the user typed into a `job::JobConfig` or a command's options; `job` runs the
 //! stage sequence, `index` keeps the batches seen before, `commands` holds the other commands;
-//! `engine` is what every one of them runs on (sessions, the SQL runner, staged outputs).
+//! `engine` is what every one of them runs on (sessions, the SQL runner, staged outputs); `delta`
+//! reads and writes Delta Lake tables.
 //! `text`, `fingerprint`, `plan` and `planner` are the arithmetic, free of Arrow.
 
 pub mod cli;
 pub mod commands;
+pub mod delta;
 pub mod digest;
 pub mod engine;
 pub mod error;

@@ -14,6 +14,7 @@ use crate::commands::generate::GenerateOptions;
 use crate::commands::generate_fingerprints::FingerprintOptions;
 use crate::commands::plan::PlanOptions;
 use crate::commands::query::{Format, QueryOptions};
+use crate::delta::output::OutputFormat;
 use crate::engine::ballista::{self, Cluster, ExecutorOptions};
 use crate::engine::session::Console;
 use crate::engine::staging::Overwrite;
@@ -391,6 +392,16 @@ pub struct JobArgs {
     /// object store an output holding objects neardup did not write is refused.
     #[arg(long, requires = "overwrite")]
     pub keep_other_files: bool,
+    /// parquet: each table a folder of Parquet files, the output committed whole. delta: each
+    /// table a Delta Lake table, one commit per table, summary.json (written last) naming the
+    /// versions; read them with any Delta Lake reader or `neardup query --data` (docs/STORAGE.md).
+    #[arg(long, value_enum, default_value_t = OutputFormat::Parquet, value_name = "FORMAT")]
+    pub output_format: OutputFormat,
+    /// With --output-format delta: add this run's rows to the tables of --output (created if
+    /// absent) instead of replacing them; one commit per table. With --index --update-index,
+    /// the daily way to keep one table of everything kept.
+    #[arg(long, conflicts_with = "overwrite")]
+    pub append: bool,
 }
 
 /// A persisted signature index: earlier batches, matched against without signing them again.
@@ -552,6 +563,8 @@ impl JobArgs {
             pairs: self.pairs,
             clustering: self.clustering,
             overwrite: Overwrite::from_flags(self.overwrite, self.keep_other_files),
+            output_format: self.output_format,
+            append: self.append,
             index: parts.index,
             console: parts.console,
         }

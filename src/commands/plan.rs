@@ -32,9 +32,12 @@ pub async fn compare_plans(options: &PlanOptions) -> Result<String> {
                 "--signatures reads 64-bit (UInt64) fingerprints; leave out --bits 128".into(),
             ));
         }
-        let corpus =
-            input::inspect(input::resolve_inputs(&options.signatures, None, "signatures").await?)
-                .await?;
+        let corpus = input::inspect(
+            input::resolve_inputs(&options.signatures, None, "signatures")
+                .await?
+                .files,
+        )
+        .await?;
         corpus.check_simhash_column(&options.simhash_column)?;
         let ctx = session_context()?;
         register_corpus(&ctx, &corpus).await?;

@@ -383,7 +383,19 @@ fn cut(value: &str, width: usize) -> String {
 /// Registers the output tables of a complete run (or match) and its input as `corpus`. `data`
 /// is a local output folder or an output on an object store (read through its manifest).
 pub async fn register_outputs(ctx: &SessionContext, data: &Path) -> Result<()> {
-    let (summary, tables) = match Place::parse(&data.to_string_lossy(), "--data")? {
+    let place = Place::parse(&data.to_string_lossy(), "--data")?;
+    if let Some((summary, tables)) = crate::delta::output::open_output(&place).await? {
+        // Delta tables, each at the version the run's summary.json records: one run's tables,
+        // even while a later run is committing its own.
+        for (name, table, version) in tables {
+            crate::delta::output::register_table(ctx, &name, &table, version).await?;
+        }
+        if summary.command == "run" {
+            register_run_input(ctx, &summary).await?;
+        }
+        return Ok(());
+    }
+    let (summary, tables) = match place {
         Place::Local(dir) => local_output(&dir)?,
         Place::Remote(url) => {
             let output = open_remote_output(&url).await?;
@@ -415,7 +427,11 @@ pub async fn register_outputs(ctx: &SessionContext, data: &Path) -> Result<()> {
 
 /// The summary of a complete output, local or on an object store.
 pub async fn output_summary(data: &Path) -> Result<Summary> {
-    match Place::parse(&data.to_string_lossy(), "--output")? {
+    let place = Place::parse(&data.to_string_lossy(), "--output")?;
+    if let Some((summary, _)) = crate::delta::output::open_output(&place).await? {
+        return Ok(summary);
+    }
+    match place {
         Place::Local(dir) => Ok(local_output(&dir)?.0),
         Place::Remote(url) => {
             let output = open_remote_output(&url).await?;

@@ -19,6 +19,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use url::Url;
 
+use crate::delta::output::{Committed, DeltaStaging, Mode as DeltaMode};
 use crate::engine::staging::{COMPLETE_MARKER, OUTPUT_TABLES, Overwrite, SUMMARY_FILE, StagingDir};
 use crate::error::{Error, Result};
 use crate::storage::{Place, Remote};
@@ -41,17 +42,37 @@ const FORMAT: &str = "neardup output";
 
 const RUN_PREFIX: &str = "run-";
 
-/// Where a job writes until it commits: a local staging folder or a run prefix on a store.
+/// Where a job writes until it commits: a local staging folder or a run prefix on a store,
+/// or a work folder under an output of Delta tables (`crate::delta::output`).
 #[derive(Debug)]
 pub enum Staging {
     Local(StagingDir),
     Remote(RemoteStaging),
+    Delta(DeltaStaging),
 }
 
 impl Staging {
     /// Checks the output can be written (absent, or `overwrite` and a neardup output) and
-    /// prepares the place the job writes into.
-    pub async fn create(output: &Place, overwrite: Overwrite) -> Result<Staging> {
+    /// prepares the place the job writes into. `delta` says how Delta tables are written, for
+    /// `--output-format delta`; `command` is the one writing (`run` or `match`).
+    pub async fn create(
+        output: &Place,
+        overwrite: Overwrite,
+        delta: Option<DeltaMode>,
+        command: &str,
+    ) -> Result<Staging> {
+        if let Some(mode) = delta {
+            return Ok(Staging::Delta(
+                DeltaStaging::create(output, mode, command).await?,
+            ));
+        }
+        if overwrite != Overwrite::No && crate::delta::output::open_output(output).await?.is_some()
+        {
+            return Err(Error::Usage(format!(
+                "--output {output} holds neardup's Delta tables; write to it with \
+                 --output-format delta (--overwrite or --append), or choose another --output"
+            )));
+        }
         match output {
             Place::Local(path) => Ok(Staging::Local(StagingDir::create(path, overwrite)?)),
             Place::Remote(url) if matches!(url.scheme(), "http" | "https") => {
@@ -71,6 +92,7 @@ impl Staging {
         match self {
             Staging::Local(dir) => Place::Local(dir.path().to_path_buf()),
             Staging::Remote(remote) => remote.place(),
+            Staging::Delta(delta) => delta.place(),
         }
     }
 
@@ -79,6 +101,7 @@ impl Staging {
         match self {
             Staging::Local(dir) => Place::Local(dir.target().to_path_buf()),
             Staging::Remote(remote) => Place::Remote(remote.output.url().clone()),
+            Staging::Delta(delta) => delta.target().clone(),
         }
     }
 
@@ -93,6 +116,13 @@ impl Staging {
                 Ok(())
             }
             Staging::Remote(remote) => remote.run().child(name).remove_all().await,
+            Staging::Delta(delta) => match delta.place().join(name) {
+                Place::Local(path) if path.exists() => {
+                    std::fs::remove_dir_all(&path).map_err(|e| Error::io(&path, e))
+                }
+                Place::Local(_) => Ok(()),
+                Place::Remote(url) => Remote::open(&url)?.remove_all().await,
+            },
         }
     }
 
@@ -103,21 +133,33 @@ impl Staging {
                 crate::engine::partial_file::write_atomically(&dir.path().join(name), &bytes)
             }
             Staging::Remote(remote) => remote.run().child(name).write(bytes).await,
+            Staging::Delta(delta) => delta.write_summary(bytes).await,
         }
     }
 
-    /// Makes the output the job wrote the one readers see.
-    pub async fn commit(self) -> Result<Place> {
+    /// Makes the output the job wrote the one readers see. Delta tables are committed before
+    /// (`DeltaStaging::commit_tables`); here their work folder goes.
+    pub async fn commit(self) -> Result<(Place, Committed)> {
         match self {
-            Staging::Local(dir) => Ok(Place::Local(dir.commit()?)),
-            Staging::Remote(remote) => remote.commit().await,
+            Staging::Local(dir) => Ok((Place::Local(dir.commit()?), Committed::default())),
+            Staging::Remote(remote) => Ok((remote.commit().await?, Committed::default())),
+            Staging::Delta(delta) => {
+                let target = delta.target().clone();
+                Ok((target, delta.finish(BTreeMap::new()).await))
+            }
         }
     }
 
     /// A failed job: removes what it wrote (a local staging folder goes when dropped).
     pub async fn abandon(self) {
-        if let Staging::Remote(remote) = self {
-            let _ = remote.run().remove_all().await;
+        match self {
+            Staging::Local(_) => {}
+            Staging::Remote(remote) => {
+                let _ = remote.run().remove_all().await;
+            }
+            Staging::Delta(delta) => {
+                delta.finish(BTreeMap::new()).await;
+            }
         }
     }
 }

@@ -42,6 +42,8 @@ pub struct Corpus {
     /// Each file's partition values (NULL for `__HIVE_DEFAULT_PARTITION__`), in the columns'
     /// order.
     pub partition_values: Vec<Vec<Option<String>>>,
+    /// The Delta tables the files are the versions of (`delta:` inputs), for summary.json.
+    pub delta_tables: Vec<crate::delta::input::TableRead>,
 }
 
 /// Expands files, folders (searched recursively for `*.parquet`) and glob patterns into a list
@@ -58,14 +60,37 @@ pub async fn resolve_inputs(
     inputs: &[String],
     format: Option<Format>,
     output_table: &str,
-) -> Result<Vec<(Place, FileFormat)>> {
+) -> Result<Inputs> {
     if inputs.is_empty() {
         return Err(Error::Usage("no --input given".into()));
     }
-    let mut files = Vec::new();
+    let mut found = Inputs::default();
     let mut seen_urls = BTreeSet::new();
     let mut local = Vec::new();
     for input in inputs {
+        let delta = match crate::delta::input::parse_spec(input)? {
+            Some(spec) => Some(spec),
+            None => delta_table_at(&Place::parse(input, "--input")?, output_table).await?,
+        };
+        if let Some(spec) = delta {
+            let (files, read) = crate::delta::input::resolve(&spec).await?;
+            for file in files {
+                let format = FileFormat::of_file("", Some(Format::Parquet));
+                let new = match &file {
+                    Place::Remote(url) => seen_urls.insert(url.to_string()),
+                    Place::Local(path) => {
+                        let new = !local.contains(path);
+                        local.push(path.clone());
+                        new
+                    }
+                };
+                if new {
+                    found.files.push((file, format));
+                }
+            }
+            found.delta_tables.push(read);
+            continue;
+        }
         match Place::parse(input, "--input")? {
             Place::Remote(url) => {
                 let url = match remote::committed_table(&url, output_table).await? {
@@ -74,23 +99,81 @@ pub async fn resolve_inputs(
                 };
                 for (url, file_format) in remote::expand(&url, format).await? {
                     if seen_urls.insert(url.to_string()) {
-                        files.push((Place::Remote(url), file_format));
+                        found.files.push((Place::Remote(url), file_format));
                     }
                 }
             }
             Place::Local(path) => {
                 let path = local_output_table(path, output_table)?;
-                let found = resolve_local(&[path.to_string_lossy().into_owned()], format)?;
-                for (file, file_format) in found {
+                let resolved = resolve_local(&[path.to_string_lossy().into_owned()], format)?;
+                for (file, file_format) in resolved {
                     if !local.contains(&file) {
                         local.push(file.clone());
-                        files.push((Place::Local(file), file_format));
+                        found.files.push((Place::Local(file), file_format));
                     }
                 }
             }
         }
     }
-    Ok(files)
+    Ok(found)
+}
+
+/// What `--input` named: the files, in input order, and the Delta tables they came from.
+#[derive(Debug, Default)]
+pub struct Inputs {
+    pub files: Vec<(Place, FileFormat)>,
+    pub delta_tables: Vec<crate::delta::input::TableRead>,
+}
+
+/// The Delta table an input names without `delta:`: a folder or prefix holding `_delta_log/`
+/// (at its latest version), or a neardup output of Delta tables (its `output_table` at the
+/// version its summary.json records).
+async fn delta_table_at(
+    place: &Place,
+    output_table: &str,
+) -> Result<Option<crate::delta::input::Spec>> {
+    use crate::delta::{At, input::Spec};
+    if place.to_string().contains(['*', '?', '[']) {
+        return Ok(None);
+    }
+    if let Place::Local(path) = place
+        && !path.is_dir()
+    {
+        return Ok(None);
+    }
+    // On a store, a summary or log that cannot be read (no right to read it: a store answers
+    // 403 for a missing key to a caller who cannot list) leaves the input as it was named.
+    let lenient = place.is_remote();
+    let output = match crate::delta::output::open_output(place).await {
+        Ok(output) => output,
+        Err(_) if lenient => None,
+        Err(e) => return Err(e),
+    };
+    if let Some((_, tables)) = output {
+        let Some((_, table, version)) = tables.into_iter().find(|(n, _, _)| n == output_table)
+        else {
+            return Err(Error::Input(format!(
+                "input {place} is a neardup output without a {output_table} table (an output \
+                 of `match` has pairs and groups only); name the files to read"
+            )));
+        };
+        return Ok(Some(Spec {
+            place: table,
+            at: At::Version(version),
+        }));
+    }
+    let is_table = match crate::delta::is_table(place).await {
+        Ok(is_table) => is_table,
+        Err(_) if lenient => false,
+        Err(e) => return Err(e),
+    };
+    if is_table {
+        return Ok(Some(Spec {
+            place: place.clone(),
+            at: At::Latest,
+        }));
+    }
+    Ok(None)
 }
 
 /// The folder of table `table` when `path` is a local neardup output; `path` otherwise.
@@ -506,7 +589,7 @@ impl GlobWalk<'_> {
 }
 
 /// The `name=value` folders on a file's path, outermost first: Hive-style partitions.
-fn hive_partitions(file: &Path) -> Vec<(String, Option<String>)> {
+pub(crate) fn hive_partitions(file: &Path) -> Vec<(String, Option<String>)> {
     let Some(parent) = file.parent() else {
         return Vec::new();
     };
@@ -590,6 +673,7 @@ pub async fn inspect(found: Vec<(Place, FileFormat)>) -> Result<Corpus> {
         rows,
         partition_columns,
         partition_values,
+        delta_tables: Vec::new(),
     })
 }
 

@@ -5,6 +5,7 @@
 
 use std::path::PathBuf;
 
+use crate::delta::output::{Mode, OutputFormat};
 use crate::engine::session::Console;
 use crate::engine::staging::Overwrite;
 use crate::error::{Error, Result};
@@ -116,6 +117,8 @@ pub struct JobConfig {
     pub clustering: Clustering,
     /// Whether and how an existing output is replaced (`--overwrite`, `--keep-other-files`).
     pub overwrite: Overwrite,
+    /// With `--output-format delta`: how its Delta tables are written; `None` for Parquet.
+    pub delta: Option<Mode>,
     /// Match against (and maybe add to) a signature index (`--index`, `--update-index`).
     pub index: Option<IndexOptions>,
     pub console: Console,
@@ -163,6 +166,10 @@ pub struct JobRequest {
     /// `--clustering`, if given.
     pub clustering: Option<Clustering>,
     pub overwrite: Overwrite,
+    /// `--output-format`.
+    pub output_format: OutputFormat,
+    /// `--append`: add to the Delta tables of `--output`.
+    pub append: bool,
     pub index: Option<IndexOptions>,
     pub console: Console,
 }
@@ -206,6 +213,7 @@ impl JobRequest {
         if let Some(index) = &self.index {
             index.place()?;
         }
+        let delta = delta_mode(self.output_format, self.append, self.overwrite)?;
         Ok(JobConfig {
             inputs: self.inputs,
             input_format: self.input_format,
@@ -220,9 +228,30 @@ impl JobRequest {
             pairs: self.pairs,
             clustering,
             overwrite: self.overwrite,
+            delta,
             index: self.index,
             console: self.console,
         })
+    }
+}
+
+/// How Delta tables are written (`None`: Parquet outputs): `--append` adds to them,
+/// `--overwrite` is an overwrite commit, and otherwise they must not exist yet.
+fn delta_mode(format: OutputFormat, append: bool, overwrite: Overwrite) -> Result<Option<Mode>> {
+    match (format, append, overwrite) {
+        (OutputFormat::Parquet, true, _) => Err(Error::Usage(
+            "--append adds this run's rows to Delta tables; pass --output-format delta too".into(),
+        )),
+        (OutputFormat::Parquet, false, _) => Ok(None),
+        (OutputFormat::Delta, _, Overwrite::KeepingOthers) => Err(Error::Usage(
+            "--keep-other-files is for Parquet outputs; an output of Delta tables keeps \
+             whatever else its folder holds untouched only if it has nothing else: choose \
+             another --output"
+                .into(),
+        )),
+        (OutputFormat::Delta, true, _) => Ok(Some(Mode::Append)),
+        (OutputFormat::Delta, false, Overwrite::Owned) => Ok(Some(Mode::Overwrite)),
+        (OutputFormat::Delta, false, Overwrite::No) => Ok(Some(Mode::Create)),
     }
 }
 
@@ -338,9 +367,32 @@ mod tests {
             pairs: PairsListed::All,
             clustering: None,
             overwrite: Overwrite::No,
+            output_format: OutputFormat::Parquet,
+            append: false,
             index: None,
             console: Console::default(),
         }
+    }
+
+    #[test]
+    fn delta_outputs_are_created_overwritten_or_appended_to() {
+        let mode = |format, append, overwrite| {
+            let mut r = request(None, None);
+            (r.output_format, r.append, r.overwrite) = (format, append, overwrite);
+            r.resolve().map(|c| c.delta).map_err(|e| e.to_string())
+        };
+        use OutputFormat::{Delta, Parquet};
+        assert_eq!(mode(Parquet, false, Overwrite::Owned), Ok(None));
+        assert_eq!(mode(Delta, false, Overwrite::No), Ok(Some(Mode::Create)));
+        assert_eq!(
+            mode(Delta, false, Overwrite::Owned),
+            Ok(Some(Mode::Overwrite))
+        );
+        assert_eq!(mode(Delta, true, Overwrite::No), Ok(Some(Mode::Append)));
+        let err = mode(Parquet, true, Overwrite::No).unwrap_err();
+        assert!(err.contains("--output-format delta"), "{err}");
+        let err = mode(Delta, false, Overwrite::KeepingOthers).unwrap_err();
+        assert!(err.contains("--keep-other-files"), "{err}");
     }
 
     #[test]

@@ -4,6 +4,9 @@
 
 use datafusion::prelude::SessionContext;
 
+use std::collections::BTreeMap;
+
+use crate::delta::output::Committed;
 use crate::engine::commit::Staging;
 use crate::engine::sql::{first_unsigned, query_stage, run_stage};
 use crate::engine::stages;
@@ -65,7 +68,7 @@ pub(super) async fn finish_batch(
     mut clock: Stopwatch,
 ) -> Result<Summary> {
     let Some(mut batch) = batch else {
-        return finish(staging, done, None, clock).await;
+        return Ok(finish(staging, done, None, clock).await?.0);
     };
     let bindings = params.bindings();
     let highest = match query_stage(ctx, &stages::INDEX_NEXT_GROUP, &bindings).await {
@@ -100,8 +103,8 @@ pub(super) async fn finish_batch(
     let inputs = input_names(done.corpus);
     let quiet = clock.quiet;
     let written = staging.target().join(SUMMARY_FILE);
-    let summary = match finish(staging, done, Some(report), clock).await {
-        Ok(summary) => summary,
+    let (summary, committed) = match finish(staging, done, Some(report), clock).await {
+        Ok(finished) => finished,
         Err(e) => {
             if let Some(staged) = &part {
                 batch.index.abandon(staged).await;
@@ -119,6 +122,17 @@ pub(super) async fn finish_batch(
             committed_at: crate::index::now_unix(),
         };
         if let Err(e) = batch.index.commit(part, &batch.settings, &meta).await {
+            if committed.output.is_some() {
+                // Delta tables go back to the versions before this run, and summary.json with
+                // them, so that the run can be repeated as it was (an append would otherwise be
+                // made twice).
+                committed.roll_back().await;
+                return Err(Error::Input(format!(
+                    "adding batch {} to the index {} failed: {e}. The Delta tables are back at \
+                     their versions before this run; run it again",
+                    batch.number, batch.index.place
+                )));
+            }
             // The outputs are in place; their summary must not claim the batch was added.
             let mut corrected = summary.clone();
             if let Some(index) = &mut corrected.index {
@@ -164,8 +178,11 @@ async fn finish(
     done: Finished<'_>,
     index: Option<IndexReport>,
     clock: Stopwatch,
-) -> Result<Summary> {
-    staging.remove(WORK_DIR).await?;
+) -> Result<(Summary, Committed)> {
+    if let Err(e) = staging.remove(WORK_DIR).await {
+        staging.abandon().await;
+        return Err(e);
+    }
     let counts = done.counts;
     let mut stages = clock.stages;
     for stage in &mut stages {
@@ -181,28 +198,47 @@ async fn finish(
             _ => None,
         };
     }
-    let summary = Summary {
+    let mut summary = Summary {
         neardup_version: env!("CARGO_PKG_VERSION").to_string(),
         command: done.command.to_string(),
         parameters: done.parameters,
         plan: Some(done.plan),
         index,
         inputs: input_names(done.corpus),
+        delta_inputs: done.corpus.delta_tables.clone(),
+        delta_tables: None,
         counts,
         stages,
         total_seconds: clock.started.elapsed().as_secs_f64(),
         peak_rss_bytes: crate::job::summary::peak_rss_bytes(),
     };
+    // Delta tables are committed one by one before the summary, which records their versions.
+    let mut versions = BTreeMap::new();
+    if let Staging::Delta(delta) = &staging {
+        match delta.commit_tables(&summary.parameters.partition_by).await {
+            Ok(committed) => versions = committed,
+            Err(e) => {
+                staging.abandon().await;
+                return Err(e);
+            }
+        }
+        summary.delta_tables = Some(versions.clone());
+    }
     let json = serde_json::to_string_pretty(&summary)
         .map_err(|e| Error::Internal(format!("writing {SUMMARY_FILE}: {e}")))?;
-    staging
+    let written = staging
         .write_file(SUMMARY_FILE, (json + "\n").into_bytes())
-        .await?;
-    let target = staging.commit().await?;
+        .await;
+    if let Err(e) = written {
+        staging.abandon().await;
+        return Err(e);
+    }
+    let (target, mut committed) = staging.commit().await?;
+    committed.versions = versions;
     if !clock.quiet {
         eprintln!("neardup: wrote {target}");
     }
-    Ok(summary)
+    Ok((summary, committed))
 }
 
 fn input_names(corpus: &Corpus) -> Vec<String> {

@@ -45,15 +45,14 @@ pub const TEXT_BATCH_ROWS: usize = 2048;
 /// Runs the job: its outputs are committed under `config.output` when it returns the summary.
 pub async fn run(config: &JobConfig) -> Result<Summary> {
     let mut clock = Stopwatch::new(config.console.quiet);
-    let corpus = input::inspect(
-        input::resolve_inputs(
-            &config.inputs,
-            config.input_format,
-            config.source.output_table(),
-        )
-        .await?,
+    let inputs = input::resolve_inputs(
+        &config.inputs,
+        config.input_format,
+        config.source.output_table(),
     )
     .await?;
+    let mut corpus = input::inspect(inputs.files).await?;
+    corpus.delta_tables = inputs.delta_tables;
     source::check_places(config, &corpus)?;
     let source::Checked {
         params: source_params,
@@ -69,7 +68,16 @@ pub async fn run(config: &JobConfig) -> Result<Summary> {
         config.verify,
     );
     let batch = IndexedBatch::open(config.index.as_ref(), settings).await?;
-    let staging = Staging::create(&config.output, config.overwrite).await?;
+    let mut staging = Staging::create(
+        &config.output,
+        config.overwrite,
+        config.delta,
+        config.source.command(),
+    )
+    .await?;
+    if let (Staging::Delta(delta), Some(batch)) = (&mut staging, &batch) {
+        delta.set_batch(batch.number);
+    }
     let ctx = job_session(&config.console).await?;
     let mut params = StageParams {
         dir: staging.place(),

@@ -331,6 +331,7 @@ mod tests {
             rows: 0,
             partition_columns: Vec::new(),
             partition_values: Vec::new(),
+            delta_tables: Vec::new(),
         }
     }
 

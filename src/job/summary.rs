@@ -21,6 +21,14 @@ pub struct Summary {
     pub index: Option<IndexReport>,
     /// Absolute paths of the input files, in input order.
     pub inputs: Vec<String>,
+    /// The Delta tables the inputs came from, and the version of each that was read.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub delta_inputs: Vec<crate::delta::input::TableRead>,
+    /// With `--output-format delta`: each table's version after this run's commit (and
+    /// before it). Absent for Parquet outputs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delta_tables:
+        Option<std::collections::BTreeMap<String, crate::delta::output::TableVersion>>,
     pub counts: Counts,
     /// Wall time of each stage, in the order they ran.
     pub stages: Vec<StageTime>,

@@ -329,6 +329,14 @@ impl Remote {
         }
     }
 
+    /// Removes this one object (absent is fine).
+    pub async fn delete(&self) -> Result<()> {
+        match self.store.delete(&self.key).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(self.error(e)),
+        }
+    }
+
     /// Removes every object under this prefix.
     pub async fn remove_all(&self) -> Result<()> {
         let objects = self.list().await?;

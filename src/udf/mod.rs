@@ -3,6 +3,7 @@
 
 mod band_key;
 mod band_pairs;
+mod bits;
 mod bucket;
 mod hamming;
 mod simhash;
@@ -16,6 +17,7 @@ use datafusion::logical_expr::ScalarUDF;
 pub use band_key::{band_key_udf, shared_band_udf};
 pub(crate) use band_pairs::FingerprintColumn;
 pub use band_pairs::band_pairs_udaf;
+pub use bits::{signed_bits_udf, unsigned_bits_udf};
 pub use bucket::bucket_udf;
 pub use hamming::hamming_udf;
 pub(crate) use hamming::wide_value;
@@ -35,6 +37,8 @@ pub fn functions() -> Vec<Arc<ScalarUDF>> {
         bucket_udf(),
         band_key_udf(),
         shared_band_udf(),
+        signed_bits_udf(),
+        unsigned_bits_udf(),
     ]
 }
 

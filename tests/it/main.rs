@@ -5,6 +5,7 @@ mod azurite;
 mod cluster;
 mod cluster_failures;
 mod common;
+mod delta;
 mod end_to_end;
 mod errors;
 mod eval_scoring;

@@ -1,0 +1,646 @@
+//! The outputs as Delta tables (`--output-format delta`): `signatures`, `pairs`, `groups` and
+//! `dedup` are Delta tables under `--output`, and `summary.json` beside them records the version
+//! of each that the run wrote.
+//!
+//! ```text
+//! s3://lake/neardup/crawl/summary.json            written last: the versions this run wrote
+//! s3://lake/neardup/crawl/groups/_delta_log/...   one commit per table per run
+//! s3://lake/neardup/crawl/_neardup_work/run-<id>/ the run's tables until they are committed
+//! ```
+//!
+//! The job writes its tables as usual, into a work folder of its own under the output; at the
+//! end each table is written into its Delta table in one commit (delta-rs's writer: Parquet
+//! files with column statistics, then the log entry), and summary.json is written last. A
+//! table's readers see its previous version or the new one, whole. A run stopped between two
+//! commits leaves some tables at their new version and summary.json at the old ones; the next
+//! run says which, and with `--append` first restores them to the versions summary.json names,
+//! so that no batch is appended twice.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::DataType;
+use datafusion::parquet::basic::{Compression, ZstdLevel};
+use datafusion::parquet::file::properties::WriterProperties;
+use datafusion::prelude::{ParquetReadOptions, SessionContext};
+use deltalake_core::DeltaTable;
+use deltalake_core::kernel::transaction::CommitProperties;
+use deltalake_core::operations::write::{SchemaMode, WriteBuilder};
+use deltalake_core::protocol::SaveMode;
+use serde::{Deserialize, Serialize};
+
+use crate::delta::types::{from_storable, to_storable};
+use crate::delta::{At, delta_error, open, version_of};
+use crate::engine::staging::{OUTPUT_TABLES, SUMMARY_FILE};
+use crate::error::{Error, QueryContext, Result};
+use crate::job::summary::Summary;
+use crate::storage::{Place, Remote};
+
+/// The folder under the output where runs write their tables before the commits.
+pub const WORK_FOLDER: &str = "_neardup_work";
+
+/// How the job writes its outputs (`--output-format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum OutputFormat {
+    /// Parquet folders, committed whole (a rename, or a manifest on a store).
+    #[default]
+    Parquet,
+    /// Delta Lake tables, one commit per table.
+    Delta,
+}
+
+/// What a run does to Delta tables that exist.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// The tables must not exist yet.
+    Create,
+    /// An overwrite commit: the new version holds only this run's rows; earlier versions stay
+    /// readable until vacuumed.
+    Overwrite,
+    /// This run's rows are added to the tables (`--append`).
+    Append,
+}
+
+/// A table's version after this run's commit, and the version before (`None`: created).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TableVersion {
+    pub version: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous: Option<u64>,
+}
+
+/// A run's place under a Delta output, until its tables are committed.
+#[derive(Debug)]
+pub struct DeltaStaging {
+    output: Place,
+    run: String,
+    mode: Mode,
+    /// summary.json as the previous run left it, to put back if this run is rolled back.
+    previous_summary: Option<Vec<u8>>,
+    /// The index batch, recorded in each commit's `commitInfo`.
+    batch: Option<u64>,
+}
+
+/// The Delta tables a run committed, which a failure after them (adding the batch to the
+/// index) restores to their previous versions.
+#[derive(Debug, Default)]
+pub struct Committed {
+    pub output: Option<Place>,
+    pub versions: BTreeMap<String, TableVersion>,
+    pub previous_summary: Option<Vec<u8>>,
+}
+
+impl DeltaStaging {
+    /// Checks `output` can take the Delta tables of `command` (`run` or `match`) in `mode` and
+    /// picks this run's work folder.
+    pub async fn create(output: &Place, mode: Mode, command: &str) -> Result<Self> {
+        if let Place::Remote(url) = output
+            && matches!(url.scheme(), "http" | "https")
+        {
+            return Err(Error::Usage(format!(
+                "--output {url}: http(s):// is read only; write to s3://, gs://, az:// or a \
+                 local folder"
+            )));
+        }
+        let previous_summary = read_small(&output.join(SUMMARY_FILE)).await?;
+        let mut recorded = BTreeMap::new();
+        if let Some(bytes) = &previous_summary {
+            let place = output.join(SUMMARY_FILE).to_string();
+            let summary = Summary::from_json(bytes, &place)?;
+            let Some(tables) = summary.delta_tables else {
+                return Err(Error::Usage(format!(
+                    "--output {output} holds a neardup output of Parquet tables; Delta tables \
+                     go to another --output"
+                )));
+            };
+            if mode == Mode::Create {
+                return Err(Error::Usage(format!(
+                    "--output {output} already holds neardup's Delta tables; pass --overwrite \
+                     (an overwrite commit: earlier versions stay readable) or --append (add \
+                     this run's rows)"
+                )));
+            }
+            if summary.command != command {
+                // `match` writes pairs and groups only: the other tables would be left behind,
+                // from another run.
+                return Err(Error::Usage(format!(
+                    "--output {output} holds the Delta tables of `neardup {}`; those of \
+                     `neardup {command}` go to another --output",
+                    summary.command
+                )));
+            }
+            recorded = tables;
+        } else {
+            refuse_foreign(output).await?;
+        }
+        check_versions(output, &recorded, mode).await?;
+        remove_work(output).await;
+        let staging = Self {
+            output: output.clone(),
+            run: format!("run-{}", crate::engine::commit::run_id()),
+            mode,
+            previous_summary,
+            batch: None,
+        };
+        if let Place::Local(work) = staging.place() {
+            std::fs::create_dir_all(&work).map_err(|e| Error::io(&work, e))?;
+            crate::engine::staging::register_live(&work);
+        }
+        Ok(staging)
+    }
+
+    /// Records the index batch this run is, so that an append of it is made only once.
+    pub fn set_batch(&mut self, batch: u64) {
+        self.batch = Some(batch);
+    }
+
+    /// Where the job writes its tables.
+    pub fn place(&self) -> Place {
+        self.output.join(WORK_FOLDER).join(&self.run)
+    }
+
+    pub fn target(&self) -> &Place {
+        &self.output
+    }
+
+    /// Writes each table the job wrote into its Delta table, one commit each, in the order of
+    /// `OUTPUT_TABLES`. A failure restores the tables committed before it.
+    pub async fn commit_tables(
+        &self,
+        partition_by: &[String],
+    ) -> Result<BTreeMap<String, TableVersion>> {
+        let ctx = crate::engine::session::session_context()?;
+        let mut versions = BTreeMap::new();
+        for table in OUTPUT_TABLES {
+            let staged = self.place().join(table);
+            if !has_files(&staged).await? {
+                continue;
+            }
+            let partitions: &[String] = if table == "dedup" { partition_by } else { &[] };
+            match self.commit_table(&ctx, table, &staged, partitions).await {
+                Ok(version) => {
+                    versions.insert(table.to_string(), version);
+                    stop_for_tests(table);
+                }
+                Err(e) => {
+                    restore_or_warn(&self.output, &versions).await;
+                    return Err(e);
+                }
+            }
+        }
+        Ok(versions)
+    }
+
+    async fn commit_table(
+        &self,
+        ctx: &SessionContext,
+        name: &str,
+        staged: &Place,
+        partitions: &[String],
+    ) -> Result<TableVersion> {
+        let place = self.output.join(name);
+        let existing = open(&place, &At::Latest).await?;
+        let previous = existing.as_ref().map(version_of);
+        let options = ParquetReadOptions::default().table_partition_cols(
+            partitions
+                .iter()
+                .map(|c| (c.clone(), DataType::Utf8))
+                .collect(),
+        );
+        let frame = ctx
+            .read_parquet(staged.folder(), options)
+            .await
+            .context(|| format!("reading the run's {name} table at {staged}"))?;
+        let frame = to_storable(frame)?;
+        if let (Some(table), Mode::Append) = (&existing, self.mode) {
+            check_same_columns(table, &frame, &place)?;
+        }
+        let log_store = match &existing {
+            Some(table) => table.log_store(),
+            None => crate::delta::log_store(&place)?,
+        };
+        let snapshot = match &existing {
+            Some(table) => Some(
+                table
+                    .snapshot()
+                    .map_err(|e| delta_error(&place, e))?
+                    .snapshot()
+                    .clone(),
+            ),
+            None => None,
+        };
+        let save_mode = match self.mode {
+            Mode::Append => SaveMode::Append,
+            Mode::Create | Mode::Overwrite => SaveMode::Overwrite,
+        };
+        let mut metadata: Vec<(String, serde_json::Value)> = vec![(
+            "neardup_run".to_string(),
+            serde_json::Value::from(self.run.clone()),
+        )];
+        if let Some(batch) = self.batch {
+            metadata.push(("neardup_batch".to_string(), serde_json::Value::from(batch)));
+        }
+        let mut writer = WriteBuilder::new(log_store, snapshot)
+            .with_input_plan(frame.into_unoptimized_plan())
+            .with_session_state(Arc::new(delta_planning(ctx)))
+            .with_save_mode(save_mode)
+            .with_writer_properties(
+                WriterProperties::builder()
+                    .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).unwrap_or_default()))
+                    .build(),
+            )
+            .with_commit_properties(CommitProperties::default().with_metadata(metadata));
+        if !partitions.is_empty() {
+            writer = writer.with_partition_columns(partitions.iter().cloned());
+        }
+        if save_mode == SaveMode::Overwrite {
+            // A run with other settings (--bits 128, --partition-by) replaces the schema too.
+            writer = writer.with_schema_mode(SchemaMode::Overwrite);
+        }
+        let table = writer.await.map_err(|e| delta_error(&place, e))?;
+        Ok(TableVersion {
+            version: version_of(&table),
+            previous,
+        })
+    }
+
+    /// Writes summary.json beside the tables, whole (a rename, or one PUT).
+    pub async fn write_summary(&self, bytes: Vec<u8>) -> Result<()> {
+        write_small(&self.output.join(SUMMARY_FILE), bytes).await
+    }
+
+    /// Removes the run's work folder once its tables are committed (`versions`), or the run
+    /// failed (none).
+    pub async fn finish(self, versions: BTreeMap<String, TableVersion>) -> Committed {
+        let _ = remove_place(&self.place()).await;
+        if let Place::Local(work) = self.place() {
+            crate::engine::staging::forget_live(&work);
+        }
+        remove_empty_work_folder(&self.output);
+        Committed {
+            output: Some(self.output),
+            versions,
+            previous_summary: self.previous_summary,
+        }
+    }
+}
+
+impl Committed {
+    /// Puts the tables back at the versions they had before the run, and summary.json as it
+    /// was: the run can then be repeated as it was.
+    pub async fn roll_back(&self) {
+        let Some(output) = &self.output else {
+            return;
+        };
+        let restored = match restore(output, &self.versions).await {
+            Ok(restored) => restored,
+            Err(e) => {
+                eprintln!(
+                    "neardup: warning: the tables of {output} could not all be restored ({e}); \
+                     the next run over it names them"
+                );
+                return;
+            }
+        };
+        let place = output.join(SUMMARY_FILE);
+        // The previous summary, with each restored table at the version of its restore.
+        let previous = self
+            .previous_summary
+            .as_ref()
+            .and_then(|bytes| Summary::from_json(bytes, &place.to_string()).ok());
+        let _ = match previous {
+            Some(mut summary) => {
+                if let Some(tables) = &mut summary.delta_tables {
+                    for (name, version) in &restored {
+                        if let Some(entry) = tables.get_mut(name) {
+                            entry.version = *version;
+                        }
+                    }
+                }
+                match serde_json::to_string_pretty(&summary) {
+                    Ok(json) => write_small(&place, (json + "\n").into_bytes()).await,
+                    Err(_) => Ok(()),
+                }
+            }
+            None => remove_place(&place).await,
+        };
+    }
+}
+
+/// The job's session with delta-rs's planner, which plans the writer's own plan nodes.
+fn delta_planning(ctx: &SessionContext) -> datafusion::execution::SessionState {
+    datafusion::execution::SessionStateBuilder::new_from_existing(ctx.state())
+        .with_query_planner(deltalake_core::delta_datafusion::planner::DeltaPlanner::new())
+        .build()
+}
+
+/// `NEARDUP_STOP_AFTER_DELTA_COMMIT=<table>` ends the process, as `kill -9` would, right after
+/// that table's commit: a test's way to stop a run between two commits.
+fn stop_for_tests(table: &str) {
+    if std::env::var_os("NEARDUP_STOP_AFTER_DELTA_COMMIT").is_some_and(|t| t == table) {
+        std::process::abort();
+    }
+}
+
+/// Restores each table committed by a run to the version before it, and removes a table the
+/// run created. Returns each restored table's new version (a restore is a commit of its own).
+async fn restore(
+    output: &Place,
+    versions: &BTreeMap<String, TableVersion>,
+) -> Result<BTreeMap<String, u64>> {
+    let mut restored = BTreeMap::new();
+    for (name, version) in versions {
+        let place = output.join(name);
+        let Some(previous) = version.previous else {
+            remove_place(&place).await?;
+            eprintln!("neardup: removed {place}, which the run had created");
+            continue;
+        };
+        let Some(table) = open(&place, &At::Latest).await? else {
+            continue;
+        };
+        let (table, _) = table
+            .restore()
+            .with_version_to_restore(previous)
+            .await
+            .map_err(|e| delta_error(&place, e))?;
+        eprintln!("neardup: restored {place} to the rows of version {previous}");
+        restored.insert(name.clone(), version_of(&table));
+    }
+    Ok(restored)
+}
+
+/// `restore` where nothing more can be done about a failure than saying so.
+async fn restore_or_warn(output: &Place, versions: &BTreeMap<String, TableVersion>) {
+    if let Err(e) = restore(output, versions).await {
+        eprintln!(
+            "neardup: warning: the tables of {output} could not all be restored ({e}); the next \
+             run over it names them"
+        );
+    }
+}
+
+/// Tables newer than summary.json says were committed by a run that stopped before writing
+/// it. With `--append` they are restored first (else the next batch would come on top of a
+/// half-written one); an overwrite replaces them anyway. A table no summary records cannot be
+/// restored to anything and is refused for `--append`.
+async fn check_versions(
+    output: &Place,
+    recorded: &BTreeMap<String, TableVersion>,
+    mode: Mode,
+) -> Result<()> {
+    let mut newer = BTreeMap::new();
+    for name in OUTPUT_TABLES {
+        let place = output.join(name);
+        let Some(table) = open(&place, &At::Latest).await? else {
+            continue;
+        };
+        let latest = version_of(&table);
+        match recorded.get(name) {
+            Some(v) if v.version == latest => {}
+            Some(v) => {
+                eprintln!(
+                    "neardup: {place} is at version {latest}, but {SUMMARY_FILE} records \
+                     version {}: a run stopped during its commits",
+                    v.version
+                );
+                newer.insert(
+                    name.to_string(),
+                    TableVersion {
+                        version: latest,
+                        previous: Some(v.version),
+                    },
+                );
+            }
+            None if mode == Mode::Append => {
+                return Err(Error::Input(format!(
+                    "{place} is a Delta table (version {latest}) that no {SUMMARY_FILE} of \
+                     {output} records: a run stopped during its commits. Run once with \
+                     --overwrite instead of --append"
+                )));
+            }
+            None => eprintln!(
+                "neardup: {place} is at version {latest}, which no {SUMMARY_FILE} records: a \
+                 run stopped during its commits; this run's overwrite replaces it"
+            ),
+        }
+    }
+    if mode == Mode::Append && !newer.is_empty() {
+        restore(output, &newer).await?;
+    }
+    Ok(())
+}
+
+/// An append must bring the table's columns: other columns are another table. (Types are
+/// checked by delta-rs's writer, which knows how Delta reads each back.)
+fn check_same_columns(
+    table: &DeltaTable,
+    frame: &datafusion::prelude::DataFrame,
+    place: &Place,
+) -> Result<()> {
+    let state = table.snapshot().map_err(|e| delta_error(place, e))?;
+    let names = |fields: Vec<String>| {
+        let mut sorted = fields;
+        sorted.sort();
+        sorted
+    };
+    let have = names(
+        state
+            .snapshot()
+            .arrow_schema()
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect(),
+    );
+    let want = names(
+        frame
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect(),
+    );
+    if have != want {
+        return Err(Error::Usage(format!(
+            "--append: {place} has columns ({}) but this run writes ({}); append runs with the \
+             same settings, or pass --overwrite",
+            have.join(", "),
+            want.join(", ")
+        )));
+    }
+    Ok(())
+}
+
+/// A Delta output: its summary, and each table's name, place and recorded version.
+pub type DeltaOutput = (Summary, Vec<(String, Place, u64)>);
+
+/// The Delta output at `output`, or `None` when it is not one: no summary.json, one that is not
+/// neardup's or names no Delta tables, or (on a store) one that cannot be read, as a store
+/// answers 403 for a missing key to a caller who cannot list.
+pub async fn open_output(output: &Place) -> Result<Option<DeltaOutput>> {
+    let summary_place = output.join(SUMMARY_FILE);
+    let bytes = match read_small(&summary_place).await {
+        Ok(Some(bytes)) => bytes,
+        Ok(None) => return Ok(None),
+        Err(_) if output.is_remote() => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let Ok(summary) = Summary::from_json(&bytes, &summary_place.to_string()) else {
+        return Ok(None);
+    };
+    let Some(tables) = &summary.delta_tables else {
+        return Ok(None);
+    };
+    let tables = tables
+        .iter()
+        .map(|(name, v)| (name.clone(), output.join(name), v.version))
+        .collect();
+    Ok(Some((summary, tables)))
+}
+
+/// Registers the Delta table at `place`, at `version`, as `name`, with its columns back at the
+/// types of the Parquet outputs.
+pub async fn register_table(
+    ctx: &SessionContext,
+    name: &str,
+    place: &Place,
+    version: u64,
+) -> Result<()> {
+    let Some(table) = open(place, &At::Version(version)).await? else {
+        return Err(Error::Input(format!(
+            "{place}: the Delta table summary.json names is gone"
+        )));
+    };
+    let provider = table
+        .table_provider()
+        .await
+        .context(|| format!("reading the Delta table {place}"))?;
+    let frame = ctx
+        .read_table(provider)
+        .context(|| format!("reading the Delta table {place}"))?;
+    let frame = from_storable(frame)?;
+    ctx.register_table(name, frame.into_view())
+        .context(|| format!("registering {name}"))?;
+    Ok(())
+}
+
+/// Refuses an output that holds something other than Delta tables neardup may have left.
+async fn refuse_foreign(output: &Place) -> Result<()> {
+    let names = top_level_names(output).await?;
+    let foreign: Vec<&String> = names
+        .iter()
+        .filter(|n| !OUTPUT_TABLES.contains(&n.as_str()) && n.as_str() != WORK_FOLDER)
+        .take(5)
+        .collect();
+    if foreign.is_empty() {
+        return Ok(());
+    }
+    Err(Error::Usage(format!(
+        "refusing to write Delta tables to {output}: it is not a neardup output (no \
+         {SUMMARY_FILE}) and holds {}; choose another --output",
+        foreign
+            .iter()
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    )))
+}
+
+async fn top_level_names(place: &Place) -> Result<Vec<String>> {
+    match place {
+        Place::Local(path) => {
+            if !path.exists() {
+                return Ok(Vec::new());
+            }
+            if !path.is_dir() {
+                return Err(Error::Usage(format!(
+                    "--output {} is a file, not a folder",
+                    path.display()
+                )));
+            }
+            let entries = std::fs::read_dir(path).map_err(|e| Error::io(path, e))?;
+            let mut names = Vec::new();
+            for entry in entries {
+                let entry = entry.map_err(|e| Error::io(path, e))?;
+                names.push(entry.file_name().to_string_lossy().into_owned());
+            }
+            names.sort();
+            Ok(names)
+        }
+        Place::Remote(url) => {
+            let remote = Remote::open(url)?;
+            let prefix = remote.key().to_string();
+            let mut names = Vec::new();
+            for object in remote.list().await? {
+                let key = object.location.to_string();
+                let rest = key
+                    .strip_prefix(&prefix)
+                    .unwrap_or(&key)
+                    .trim_start_matches('/');
+                let name = rest.split('/').next().unwrap_or(rest).to_string();
+                if !names.contains(&name) {
+                    names.push(name);
+                }
+            }
+            Ok(names)
+        }
+    }
+}
+
+/// Whether the run wrote any file under `place`.
+async fn has_files(place: &Place) -> Result<bool> {
+    match place {
+        Place::Local(path) => Ok(path.is_dir()),
+        Place::Remote(url) => Ok(!Remote::open(url)?.list().await?.is_empty()),
+    }
+}
+
+/// Removes what runs that were killed left in the work folder. One writer per output at a
+/// time, as for every output.
+async fn remove_work(output: &Place) {
+    let _ = remove_place(&output.join(WORK_FOLDER)).await;
+}
+
+fn remove_empty_work_folder(output: &Place) {
+    if let Place::Local(path) = output {
+        let _ = std::fs::remove_dir(path.join(WORK_FOLDER));
+    }
+}
+
+async fn remove_place(place: &Place) -> Result<()> {
+    match place {
+        Place::Local(path) if path.is_dir() => {
+            std::fs::remove_dir_all(path).map_err(|e| Error::io(path, e))
+        }
+        Place::Local(path) if path.exists() => {
+            std::fs::remove_file(path).map_err(|e| Error::io(path, e))
+        }
+        Place::Local(_) => Ok(()),
+        Place::Remote(url) => {
+            let remote = Remote::open(url)?;
+            remote.remove_all().await?;
+            remote.delete().await
+        }
+    }
+}
+
+/// A small file (summary.json) at a local path or on a store; `None` when absent.
+async fn read_small(place: &Place) -> Result<Option<Vec<u8>>> {
+    match place {
+        Place::Local(path) => match std::fs::read(path) {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::io(path, e)),
+        },
+        Place::Remote(url) => Remote::open(url)?.read().await,
+    }
+}
+
+async fn write_small(place: &Place, bytes: Vec<u8>) -> Result<()> {
+    match place {
+        Place::Local(path) => crate::engine::partial_file::write_atomically(path, &bytes),
+        Place::Remote(url) => Remote::open(url)?.write(bytes).await,
+    }
+}

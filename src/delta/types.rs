@@ -1,0 +1,111 @@
+//! The column types of a Delta table. Delta has no unsigned integers and no fixed-size binary,
+//! both of which neardup's tables hold (`simhash` UInt64, `bucket1` UInt16, `distance` UInt8,
+//! `sketch` FixedSizeBinary(256)). Written to Delta, each such column becomes the Delta type
+//! that holds every value: UInt8 as short, UInt16 as integer, UInt32 as long, fixed-size binary
+//! as binary, and UInt64 as long holding the same 64 bits (`signed_bits`: a numeric cast would
+//! fail on every fingerprint with its top bit set). The Arrow type it had is kept in the
+//! column's metadata (`neardup.arrow_type`), so that neardup reads the table back with the
+//! types of the Parquet outputs, and other readers see plain Delta types.
+
+use std::collections::HashMap;
+
+use datafusion::arrow::datatypes::{DataType, Schema};
+use datafusion::common::Column;
+use datafusion::logical_expr::Expr;
+use datafusion::prelude::{DataFrame, cast};
+
+use crate::error::{QueryContext, Result};
+use crate::udf::{signed_bits_udf, unsigned_bits_udf};
+
+/// The column metadata key that records a converted column's Arrow type.
+pub const ARROW_TYPE_KEY: &str = "neardup.arrow_type";
+
+/// The Delta-storable type of `data_type`, when it is not storable as it is.
+fn storable(data_type: &DataType) -> Option<DataType> {
+    match data_type {
+        DataType::UInt8 => Some(DataType::Int16),
+        DataType::UInt16 => Some(DataType::Int32),
+        DataType::UInt32 | DataType::UInt64 => Some(DataType::Int64),
+        DataType::FixedSizeBinary(_) => Some(DataType::Binary),
+        _ => None,
+    }
+}
+
+/// `frame` with every column Delta cannot store converted, its Arrow type in its metadata.
+pub fn to_storable(frame: DataFrame) -> Result<DataFrame> {
+    let schema = frame.schema().as_arrow().clone();
+    if !schema
+        .fields()
+        .iter()
+        .any(|f| storable(f.data_type()).is_some())
+    {
+        return Ok(frame);
+    }
+    let exprs: Vec<Expr> = schema
+        .fields()
+        .iter()
+        .map(|field| {
+            let column = column(field.name());
+            match storable(field.data_type()) {
+                None => column,
+                Some(target) => {
+                    let converted = if *field.data_type() == DataType::UInt64 {
+                        signed_bits_udf().call(vec![column])
+                    } else {
+                        cast(column, target)
+                    };
+                    let metadata = HashMap::from([(
+                        ARROW_TYPE_KEY.to_string(),
+                        field.data_type().to_string(),
+                    )]);
+                    converted.alias_with_metadata(field.name(), Some(metadata.into()))
+                }
+            }
+        })
+        .collect();
+    frame
+        .select(exprs)
+        .context(|| "converting columns to Delta types".into())
+}
+
+/// `frame` (a Delta table neardup wrote, as delta-rs reads it) with its converted columns back at
+/// their Arrow types, and view types (which delta-rs reads strings and binaries as) back to
+/// the plain types the Parquet outputs have.
+pub fn from_storable(frame: DataFrame) -> Result<DataFrame> {
+    let schema: Schema = frame.schema().as_arrow().clone();
+    let exprs: Vec<Expr> = schema
+        .fields()
+        .iter()
+        .map(|field| {
+            let original = field
+                .metadata()
+                .get(ARROW_TYPE_KEY)
+                .and_then(|t| t.parse::<DataType>().ok());
+            let plain = match field.data_type() {
+                DataType::Utf8View => DataType::Utf8,
+                DataType::BinaryView => DataType::Binary,
+                other => other.clone(),
+            };
+            let mut expr = column(field.name());
+            if plain != *field.data_type() {
+                expr = cast(expr, plain.clone());
+            }
+            match original {
+                None => {}
+                Some(DataType::UInt64) if plain == DataType::Int64 => {
+                    expr = unsigned_bits_udf().call(vec![expr]);
+                }
+                Some(data_type) => expr = cast(expr, data_type),
+            }
+            expr.alias(field.name())
+        })
+        .collect();
+    frame
+        .select(exprs)
+        .context(|| "reading Delta columns back at their types".into())
+}
+
+/// A reference to the column `name`, whatever its case and characters.
+fn column(name: &str) -> Expr {
+    Expr::Column(Column::new_unqualified(name))
+}
