@@ -480,6 +480,11 @@ pub type DeltaOutput = (Summary, Vec<(String, Place, u64)>);
 /// neardup's or names no Delta tables, or (on a store) one that cannot be read, as a store
 /// answers 403 for a missing key to a caller who cannot list.
 pub async fn open_output(output: &Place) -> Result<Option<DeltaOutput>> {
+    if let Place::Local(path) = output
+        && !path.is_dir()
+    {
+        return Ok(None);
+    }
     let summary_place = output.join(SUMMARY_FILE);
     let bytes = match read_small(&summary_place).await {
         Ok(Some(bytes)) => bytes,

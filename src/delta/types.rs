@@ -109,3 +109,85 @@ pub fn from_storable(frame: DataFrame) -> Result<DataFrame> {
 fn column(name: &str) -> Expr {
     Expr::Column(Column::new_unqualified(name))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use datafusion::arrow::array::{
+        Array, ArrayRef, FixedSizeBinaryArray, RecordBatch, StringArray, UInt8Array, UInt16Array,
+        UInt32Array, UInt64Array,
+    };
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
+    use datafusion::prelude::SessionContext;
+
+    use super::*;
+
+    fn batch() -> RecordBatch {
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(UInt8Array::from(vec![Some(0), Some(255), None])),
+            Arc::new(UInt16Array::from(vec![Some(0), Some(65_535), Some(32_768)])),
+            Arc::new(UInt32Array::from(vec![Some(u32::MAX), Some(1), None])),
+            Arc::new(UInt64Array::from(vec![
+                Some(u64::MAX),
+                Some(1 << 63),
+                Some(7),
+            ])),
+            Arc::new(
+                FixedSizeBinaryArray::try_from_iter([[1u8, 2], [3, 4], [255, 0]].into_iter())
+                    .unwrap(),
+            ),
+            Arc::new(StringArray::from(vec![Some("a"), None, Some("中文")])),
+        ];
+        let fields: Vec<Field> = columns
+            .iter()
+            .enumerate()
+            .map(|(i, c)| Field::new(format!("c{i}"), c.data_type().clone(), true))
+            .collect();
+        RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).unwrap()
+    }
+
+    #[tokio::test]
+    async fn every_value_survives_the_delta_types_and_back() {
+        let ctx = SessionContext::new();
+        let original = batch();
+        let frame = ctx.read_batch(original.clone()).unwrap();
+        let stored = to_storable(frame).unwrap();
+        let types: Vec<DataType> = stored
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.data_type().clone())
+            .collect();
+        assert_eq!(
+            types,
+            [
+                DataType::Int16,
+                DataType::Int32,
+                DataType::Int64,
+                DataType::Int64,
+                DataType::Binary,
+                DataType::Utf8
+            ]
+        );
+        let field = stored.schema().field(3);
+        assert_eq!(field.metadata().get(ARROW_TYPE_KEY).unwrap(), "UInt64");
+        let stored_rows = stored.clone().collect().await.unwrap();
+        let signed = stored_rows[0].column(3);
+        let signed = signed
+            .as_any()
+            .downcast_ref::<datafusion::arrow::array::Int64Array>()
+            .unwrap();
+        assert_eq!(signed.value(0), -1, "the same bits, not a numeric cast");
+        let back = from_storable(stored).unwrap().collect().await.unwrap();
+        let types = |b: &RecordBatch| -> Vec<(String, DataType)> {
+            let schema = b.schema();
+            let fields = schema.fields().iter();
+            fields
+                .map(|f| (f.name().clone(), f.data_type().clone()))
+                .collect()
+        };
+        assert_eq!(types(&back[0]), types(&original));
+        assert_eq!(back[0].columns(), original.columns());
+    }
+}
