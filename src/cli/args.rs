@@ -313,7 +313,8 @@ Example:\n  neardup run --input fixtures/sample.parquet --output out/sample --ov
 neardup run --input crawl/ --output out/crawl --verify off --k 3  (unverified pairs within 3 bits)")]
 pub struct RunArgs {
     /// The corpus: a Parquet, JSON Lines or CSV file (.jsonl.zst, .csv.gz: compressed), a
-    /// folder or prefix (its .parquet files, else its .jsonl, else its .csv), or a glob; a
+    /// folder or prefix (its .parquet files, else its .jsonl, else its .csv), a glob, or a
+    /// Delta table (a folder with _delta_log/, or delta:LOCATION[@version=N|@timestamp=T]); a
     /// local path or a URL (s3://, gs://, az://, abfss://, http(s)://); repeat or list several.
     #[arg(long, required = true, num_args = 1.., value_name = "PATH|URL")]
     pub input: Vec<String>,

@@ -574,23 +574,7 @@ async fn top_level_names(place: &Place) -> Result<Vec<String>> {
             names.sort();
             Ok(names)
         }
-        Place::Remote(url) => {
-            let remote = Remote::open(url)?;
-            let prefix = remote.key().to_string();
-            let mut names = Vec::new();
-            for object in remote.list().await? {
-                let key = object.location.to_string();
-                let rest = key
-                    .strip_prefix(&prefix)
-                    .unwrap_or(&key)
-                    .trim_start_matches('/');
-                let name = rest.split('/').next().unwrap_or(rest).to_string();
-                if !names.contains(&name) {
-                    names.push(name);
-                }
-            }
-            Ok(names)
-        }
+        Place::Remote(url) => crate::engine::commit::top_level_names(&Remote::open(url)?).await,
     }
 }
 

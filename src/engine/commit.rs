@@ -284,7 +284,8 @@ async fn foreign_objects(output: &Remote) -> Result<Vec<String>> {
     Ok(names)
 }
 
-async fn top_level_names(output: &Remote) -> Result<Vec<String>> {
+/// The first name of every key under `output`: its top-level objects and folders, once each.
+pub(crate) async fn top_level_names(output: &Remote) -> Result<Vec<String>> {
     let prefix = output.key().to_string();
     let mut names = Vec::new();
     for object in output.list().await? {
