@@ -598,7 +598,8 @@ fn remove_empty_work_folder(output: &Place) {
     }
 }
 
-async fn remove_place(place: &Place) -> Result<()> {
+/// Removes a local file or folder, or every object under a store prefix and the object itself.
+pub(crate) async fn remove_place(place: &Place) -> Result<()> {
     match place {
         Place::Local(path) if path.is_dir() => {
             std::fs::remove_dir_all(path).map_err(|e| Error::io(path, e))

@@ -116,13 +116,9 @@ impl Staging {
                 Ok(())
             }
             Staging::Remote(remote) => remote.run().child(name).remove_all().await,
-            Staging::Delta(delta) => match delta.place().join(name) {
-                Place::Local(path) if path.exists() => {
-                    std::fs::remove_dir_all(&path).map_err(|e| Error::io(&path, e))
-                }
-                Place::Local(_) => Ok(()),
-                Place::Remote(url) => Remote::open(&url)?.remove_all().await,
-            },
+            Staging::Delta(delta) => {
+                crate::delta::output::remove_place(&delta.place().join(name)).await
+            }
         }
     }
 

@@ -39,15 +39,25 @@ pub fn succeeded(args: &[&str], out: Output) -> String {
 /// Runs the job on the sample with its defaults into the local folder `output`: the oracle of
 /// the tests that run the same job elsewhere.
 pub fn run_sample_locally(output: &Path) {
+    run_sample(output, &[]);
+}
+
+/// Runs the job on the sample into `output` with `extra` flags, insisting it succeeds; returns
+/// its standard error.
+pub fn run_sample(output: &Path, extra: &[&str]) -> String {
     let sample = fixture("sample.parquet");
-    neardup_ok(&[
+    let mut args = vec![
         "run",
         "--input",
         path_str(&sample),
         "--output",
         path_str(output),
         "-q",
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    let out = neardup(&args);
+    assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    stderr(&out)
 }
 
 pub fn failing_sample_run(dir: &Path, extra: &[&str], code: i32) -> String {

@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use crate::common::{
-    fixture, make_parquet, neardup, neardup_ok, path_str, run_sample_locally, sorted_rows, stderr,
-    summary,
+    fixture, make_parquet, neardup, neardup_ok, path_str, run_sample, run_sample_locally,
+    sorted_rows, stderr, summary,
 };
 use crate::s3::S3Server;
 
@@ -100,22 +100,6 @@ impl Client {
 }
 
 const TABLES: [&str; 4] = ["signatures", "pairs", "groups", "dedup"];
-
-fn run_sample(output: &Path, extra: &[&str]) -> String {
-    let sample = fixture("sample.parquet");
-    let mut args = vec![
-        "run",
-        "--input",
-        path_str(&sample),
-        "--output",
-        path_str(output),
-        "-q",
-    ];
-    args.extend_from_slice(extra);
-    let out = neardup(&args);
-    assert!(out.status.success(), "{args:?}: {}", stderr(&out));
-    stderr(&out)
-}
 
 fn query_csv(data: &Path, sql: &str) -> String {
     neardup_ok(&["query", "--data", path_str(data), "--format", "csv", sql])
