@@ -21,6 +21,10 @@ fn main() -> ExitCode {
     // Ctrl-C or SIGTERM: no half-written output may stay behind. The process ends without
     // unwinding, so the staging folders are removed here rather than by `Drop`.
     if let Err(e) = ctrlc::set_handler(|| {
+        // A job on a cluster first: no more of its tasks start, so no more files are written.
+        if neardup::engine::ballista::cancel_live_job() {
+            eprintln!("neardup: interrupted; the cluster job was cancelled");
+        }
         if neardup::engine::staging::remove_live_staging() {
             eprintln!("neardup: interrupted; nothing was written (an earlier output is untouched)");
         } else {

@@ -16,6 +16,7 @@ use crate::commands::plan::PlanOptions;
 use crate::commands::query::{Format, QueryOptions};
 use crate::delta::output::OutputFormat;
 use crate::engine::ballista::{self, Cluster, ExecutorOptions};
+use crate::engine::cluster_access::{ClusterAccess, TlsFiles};
 use crate::engine::session::Console;
 use crate::engine::staging::Overwrite;
 use crate::error::Result;
@@ -80,9 +81,12 @@ neardup executor --scheduler host:50050\n  \
 neardup run --cluster df://host:50050 --input /shared/crawl --output /shared/out/crawl"
 )]
 pub struct SchedulerArgs {
-    /// Address and port to listen on (port 0: any free port; the one bound is printed).
-    #[arg(long, default_value = "0.0.0.0:50050", value_name = "HOST:PORT")]
+    /// Address and port to listen on (port 0: any free port; the one bound is printed). An
+    /// address other machines reach needs a token or --tls-ca, or --insecure.
+    #[arg(long, default_value = "127.0.0.1:50050", value_name = "HOST:PORT")]
     pub bind: String,
+    #[command(flatten)]
+    pub access: ServerAccessArgs,
     /// An executor that has not asked for work for this many seconds is dead: its tasks run
     /// again on the other executors. At least 10 (a busy executor asks every 5 s). A job whose
     /// last executor is gone fails when none comes back within twice this (docs/CLUSTER.md).
@@ -108,9 +112,12 @@ pub struct ExecutorArgs {
     #[arg(long, default_value = "localhost:50050", value_name = "HOST:PORT")]
     pub scheduler: String,
     /// IP address and port of this executor's Arrow Flight service, which other executors and
-    /// clients fetch task results from.
-    #[arg(long, default_value = "0.0.0.0:50051", value_name = "IP:PORT")]
+    /// clients fetch task results from. An address other machines reach needs a token or
+    /// --tls-ca, or --insecure.
+    #[arg(long, default_value = "127.0.0.1:50051", value_name = "IP:PORT")]
     pub bind: std::net::SocketAddr,
+    #[command(flatten)]
+    pub access: ServerAccessArgs,
     /// The host name other machines reach this executor at [default: the address the
     /// scheduler sees it connect from].
     #[arg(long, value_name = "HOST")]
@@ -433,10 +440,55 @@ impl IndexArgs {
 }
 
 /// How a job uses the machine and the terminal.
+/// Who may use a scheduler or an executor (docs/CLUSTER.md, "Security"). The token itself is
+/// never a flag: it comes from NEARDUP_CLUSTER_TOKEN or the file --token-file names.
+#[derive(Debug, Args)]
+pub struct ServerAccessArgs {
+    /// This server's certificate chain (PEM): serve TLS. Executors also present it to the
+    /// scheduler and to each other, so give it both serverAuth and clientAuth.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// The authority (PEM) that signed the cluster's certificates: peers are checked against
+    /// it, and every client must present a certificate it signed (mutual TLS).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_ca: Option<PathBuf>,
+    /// Read the cluster's shared token from this file (its first line) instead of
+    /// NEARDUP_CLUSTER_TOKEN. Every call to and from this server must prove it.
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    /// Listen on an address other machines reach with no token and no client certificates
+    /// (anyone there can use the cluster); prints a warning naming what is exposed.
+    #[arg(long)]
+    pub insecure: bool,
+}
+
+impl ServerAccessArgs {
+    /// The token and TLS this server runs with.
+    pub fn access(&self) -> Result<ClusterAccess> {
+        ClusterAccess::load(
+            self.token_file.as_deref(),
+            &self.tls_files(),
+            self.tls_cert.is_some(),
+        )
+    }
+
+    fn tls_files(&self) -> TlsFiles {
+        TlsFiles {
+            cert: self.tls_cert.clone(),
+            key: self.tls_key.clone(),
+            ca: self.tls_ca.clone(),
+        }
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct ConsoleArgs {
-    /// Partitions run in parallel [default: the number of cores]. With --cluster: tasks per
-    /// stage, best the cluster's task slots in all (its executors' --concurrent-tasks summed).
+    /// Partitions run in parallel [default: the number of cores]. With --cluster df://...:
+    /// tasks per stage [default: the live executors' task slots in all, their
+    /// --concurrent-tasks summed, as the scheduler reports them when the job starts].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     pub threads: Option<u16>,
     /// Print nothing but errors (no stage times, no progress bars, no summary).
@@ -454,8 +506,24 @@ pub struct ConsoleArgs {
     /// `neardup scheduler`, or `standalone` (a scheduler and an executor in this process).
     /// Inputs and --output must be paths every executor reads and writes at the same place
     /// (docs/CLUSTER.md).
+    /// `dfs://host:port` is the same over TLS (a scheduler started with --tls-cert).
     #[arg(long, value_name = "df://HOST:PORT", value_parser = Cluster::parse)]
     pub cluster: Option<Cluster>,
+    /// With --cluster dfs://...: the authority (PEM) that signed the scheduler's and the
+    /// executors' certificates [default: the system's roots].
+    #[arg(long, value_name = "FILE", requires = "cluster")]
+    pub tls_ca: Option<PathBuf>,
+    /// With --cluster dfs://...: this client's certificate (PEM), for a cluster that asks for
+    /// client certificates (its servers have --tls-ca).
+    #[arg(long, value_name = "FILE", requires_all = ["cluster", "tls_key"])]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// With --cluster: read the cluster's token from this file instead of
+    /// NEARDUP_CLUSTER_TOKEN.
+    #[arg(long, value_name = "FILE", requires = "cluster")]
+    pub token_file: Option<PathBuf>,
     /// With --cluster df://...: fail the job once the scheduler has had no live executor for
     /// this many seconds (none registered yet, or all gone) [default: 60].
     #[arg(
@@ -478,6 +546,12 @@ impl ConsoleArgs {
             quiet: self.quiet,
             memory_limit: self.memory_limit,
             cluster: self.cluster.clone().map(|c| c.with_executor_wait(wait)),
+            cluster_tls: TlsFiles {
+                cert: self.tls_cert.clone(),
+                key: self.tls_key.clone(),
+                ca: self.tls_ca.clone(),
+            },
+            token_file: self.token_file.clone(),
         }
     }
 }
@@ -700,8 +774,10 @@ impl PlanArgs {
 }
 
 impl ExecutorArgs {
-    pub fn options(self) -> ExecutorOptions {
-        ExecutorOptions {
+    pub fn options(self) -> Result<ExecutorOptions> {
+        Ok(ExecutorOptions {
+            access: self.access.access()?,
+            insecure: self.access.insecure,
             scheduler: self.scheduler,
             bind: self.bind,
             external_host: self.external_host,
@@ -709,7 +785,7 @@ impl ExecutorArgs {
             work_dir: self.work_dir,
             memory_limit: self.memory_limit,
             scheduler_wait: std::time::Duration::from_secs(self.scheduler_timeout),
-        }
+        })
     }
 }
 

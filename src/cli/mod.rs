@@ -52,9 +52,16 @@ pub async fn execute(cli: Cli) -> Result<()> {
         }
         Command::Plan(args) => print!("{}", plan::compare_plans(&args.options()).await?),
         Command::Scheduler(args) => {
-            ballista::run_scheduler(&args.bind, args.executor_timeout).await?
+            let access = args.access.access()?;
+            ballista::run_scheduler(
+                &args.bind,
+                args.executor_timeout,
+                &access,
+                args.access.insecure,
+            )
+            .await?
         }
-        Command::Executor(args) => ballista::run_executor(&args.options()).await?,
+        Command::Executor(args) => ballista::run_executor(&args.options()?).await?,
         Command::Query(args) => query::query(&args.options()?).await?,
     }
     Ok(())

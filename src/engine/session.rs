@@ -11,6 +11,7 @@ use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
 use futures::StreamExt;
 
 use crate::engine::ballista::{self, Cluster};
+use crate::engine::cluster_access::{ClusterAccess, TlsFiles};
 use crate::error::{QueryContext, Result};
 use crate::udf;
 
@@ -26,6 +27,10 @@ pub struct Console {
     pub memory_limit: Option<usize>,
     /// Run the stages on a Ballista cluster (`--cluster`) instead of in this process.
     pub cluster: Option<Cluster>,
+    /// The cluster's TLS files (`--tls-ca`, `--tls-cert`, `--tls-key`), for `dfs://`.
+    pub cluster_tls: TlsFiles,
+    /// Where the cluster's token is when not in `NEARDUP_CLUSTER_TOKEN` (`--token-file`).
+    pub token_file: Option<PathBuf>,
 }
 
 /// The session every stage runs in: all cores, input types kept, zstd Parquet output.
@@ -36,7 +41,16 @@ pub fn session_context() -> Result<SessionContext> {
 /// The session a job's stages run in: on its cluster, or in this process.
 pub async fn job_session(console: &Console) -> Result<SessionContext> {
     match &console.cluster {
-        Some(cluster) => ballista::cluster_context(cluster, session_config(console)).await,
+        Some(cluster) => {
+            let access = ClusterAccess::load(
+                console.token_file.as_deref(),
+                &console.cluster_tls,
+                cluster.uses_tls(),
+            )?;
+            let threads_given = console.threads.is_some();
+            ballista::cluster_context(cluster, session_config(console), &access, threads_given)
+                .await
+        }
         None => session_context_with(console),
     }
 }

@@ -201,7 +201,7 @@ impl JobRequest {
             Some(_) => Clustering::Sql,
             None => Clustering::UnionFind,
         });
-        check_clustering(clustering, width, self.index.is_some(), &self.console)?;
+        check_clustering(clustering, self.index.is_some(), &self.console)?;
         if width == Width::Bits128 && self.matching == Matching::Join {
             return Err(Error::Usage(
                 "--matching join is written for 64-bit fingerprints; use --matching scan (the \
@@ -303,21 +303,16 @@ pub fn check_k(k: u32, width: Width) -> Result<()> {
 /// The largest k of any width, which `--k` accepts before the width is known.
 pub const MAX_K_ANY_WIDTH: u32 = 2 * MAX_K;
 
-/// `--clustering sql` runs on 64-bit fingerprints without an index (the index's clustering
-/// reads its groups, which only union-find does). On a cluster the pairs stay there, so the
-/// clustering is SQL; union-find collects them in this process and runs locally only.
-fn check_clustering(
-    clustering: Clustering,
-    width: Width,
-    index: bool,
-    console: &Console,
-) -> Result<()> {
-    let wide = width != Width::Bits64;
+/// `--clustering sql` runs without an index (the index's clustering reads its groups, which
+/// only union-find does), on 64- or 128-bit fingerprints (the rounds compare labels, which
+/// both widths order as numbers). On a cluster the pairs stay there, so the clustering is
+/// SQL; union-find collects them in this process and runs locally only.
+fn check_clustering(clustering: Clustering, index: bool, console: &Console) -> Result<()> {
     if let Some(cluster) = &console.cluster {
-        if index || wide || clustering != Clustering::Sql {
+        if index || clustering != Clustering::Sql {
             return Err(Error::Usage(format!(
-                "--cluster {cluster} runs 64-bit fingerprints with --clustering sql (its \
-                 default), without --index; --bits 128, --index and union-find run locally"
+                "--cluster {cluster} runs --clustering sql (its default), without --index; \
+                 --index and union-find run locally"
             )));
         }
         if console.memory_limit.is_some() {
@@ -329,9 +324,9 @@ fn check_clustering(
         }
         return Ok(());
     }
-    if clustering == Clustering::Sql && (wide || index) {
+    if clustering == Clustering::Sql && index {
         return Err(Error::Usage(
-            "--clustering sql is for 64-bit fingerprints without --index; leave it out (the \
+            "--clustering sql does not read an index's groups; leave it out with --index (the \
              default, union-find, gives the same groups)"
                 .into(),
         ));
@@ -431,14 +426,10 @@ mod tests {
                 .to_string()
                 .contains("--matching join")
         );
+        // The SQL rounds order 128-bit labels as they order 64-bit ones.
         let mut sql = wide;
         sql.clustering = Some(Clustering::Sql);
-        assert!(
-            sql.resolve()
-                .unwrap_err()
-                .to_string()
-                .contains("--clustering sql")
-        );
+        assert!(sql.resolve().is_ok());
         let mut plan = request(None, None);
         plan.plan = "bands:2".into();
         assert!(

@@ -51,6 +51,23 @@ async fn a_standalone_cluster_gives_the_outputs_of_a_local_run() {
     assert_eq!(parameters["cluster"], "standalone");
 }
 
+/// 128-bit fingerprints on the cluster: FixedSizeBinary signatures, band keys and labels
+/// through Ballista's serialisation and the SQL rounds give the local run's union-find tables.
+#[tokio::test]
+async fn a_128_bit_run_on_a_standalone_cluster_gives_the_local_outputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let (local, clustered) = (dir.path().join("local"), dir.path().join("clustered"));
+    let wide = ["--bits", "128", "--k", "7"];
+    run_sample(&local, &wide);
+    run_sample(
+        &clustered,
+        &[&wide[..], &["--cluster", "standalone"]].concat(),
+    );
+    assert_same_outputs(&local, &clustered).await;
+    assert_eq!(summary(&local)["parameters"]["clustering"], "union-find");
+    assert_eq!(summary(&clustered)["parameters"]["clustering"], "sql");
+}
+
 /// Matching on the cluster (the band_pairs aggregate across shuffles, the SQL clustering) is
 /// exact: the pairs of brute force, and its BFS groups.
 #[tokio::test]

@@ -17,7 +17,8 @@ use std::time::{Duration, Instant};
 
 use crate::common::{fixture, neardup_ok, path_str, sorted_rows, summary};
 use crate::processes::{
-    Process, free_port, start_executor, start_executors, start_scheduler, wait_for,
+    Process, free_port, start_executor, start_executors, start_executors_with_env, start_scheduler,
+    start_scheduler_with_env, wait_for,
 };
 
 /// `neardup scheduler --executor-timeout` here: an executor that has not polled for 10 s is
@@ -244,6 +245,97 @@ async fn a_killed_executors_tasks_run_again_on_the_other_and_the_job_gives_the_l
     let took = killed_at.elapsed();
     assert!(took < Duration::from_secs(180), "{took:?}\n{}", logs());
     assert_same_tables(&local, &clustered).await;
+}
+
+/// How many tasks an executor has been handed so far.
+fn tasks_received(executor: &Process) -> usize {
+    executor.log().matches("Received task: [").count()
+}
+
+/// SIGTERM on `run --cluster` in the middle of a stage cancels its job on the scheduler (over
+/// the token-guarded route, the token from --token-file): the client exits with 130 at once,
+/// and once the tasks already running finish no executor is handed another, although the
+/// stage had more partitions than task slots.
+#[test]
+fn sigterm_on_a_cluster_run_cancels_its_job_on_the_scheduler() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = long_corpus(dir.path());
+    let token = "a-test-token-of-enough-length-0002";
+    let env = vec![("NEARDUP_CLUSTER_TOKEN".to_string(), token.to_string())];
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, format!("{token}\n")).unwrap();
+    let (scheduler, address) = start_scheduler_with_env(dir.path(), &SCHEDULER_FLAGS, &env);
+    let mut executors = start_executors_with_env(dir.path(), 2, &address, &env);
+    let cluster = format!("df://{address}");
+    let output = dir.path().join("out");
+    let mut client = start_run(
+        dir.path(),
+        &input,
+        &output,
+        &[
+            "--cluster",
+            &cluster,
+            "--threads",
+            "12",
+            "--token-file",
+            path_str(&token_file),
+        ],
+    );
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !executors.iter().any(|e| running_task(&e.log()).is_some()) {
+        assert!(!client.has_ended(), "{}", client.log());
+        assert!(Instant::now() < deadline, "no task started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    client.signal("-TERM");
+    let status = client.wait_until(Instant::now() + Duration::from_secs(15));
+    let logs = || {
+        format!(
+            "client:\n{}\nscheduler:\n{}\nexecutor 0:\n{}\nexecutor 1:\n{}",
+            client.log(),
+            scheduler.log(),
+            executors[0].log(),
+            executors[1].log()
+        )
+    };
+    assert_eq!(status.and_then(|s| s.code()), Some(130), "{}", logs());
+    assert!(
+        client.log().contains("the cluster job was cancelled"),
+        "{}",
+        logs()
+    );
+    assert!(
+        scheduler.log().contains("as its client asked"),
+        "{}",
+        logs()
+    );
+    // The running tasks finish; then nothing more is handed out.
+    while executors.iter().any(|e| running_task(&e.log()).is_some()) {
+        assert!(
+            Instant::now() < deadline,
+            "a task never finished\n{}",
+            logs()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let handed: Vec<usize> = executors.iter().map(tasks_received).collect();
+    std::thread::sleep(Duration::from_secs(3));
+    let later: Vec<usize> = executors.iter().map(tasks_received).collect();
+    assert_eq!(
+        handed,
+        later,
+        "tasks were handed out after the cancel\n{}",
+        logs()
+    );
+    assert!(
+        handed.iter().sum::<usize>() < 12,
+        "the whole stage ran: {handed:?}\n{}",
+        logs()
+    );
+    assert!(!output.exists());
+    for executor in &mut executors {
+        assert!(!executor.has_ended(), "{}", executor.log());
+    }
 }
 
 #[test]

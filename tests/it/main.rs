@@ -4,6 +4,7 @@ mod azure;
 mod azurite;
 mod cluster;
 mod cluster_failures;
+mod cluster_security;
 mod common;
 mod delta;
 mod end_to_end;

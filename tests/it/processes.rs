@@ -59,6 +59,15 @@ impl Process {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// Sends `signal` (`-TERM`, `-INT`) with the `kill` command.
+    pub fn signal(&self, signal: &str) {
+        let sent = Command::new("kill")
+            .args([signal, &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success(), "kill {signal} failed");
+    }
+
     /// `kill -9`.
     pub fn kill(&mut self) {
         let _ = self.child.kill();
@@ -111,10 +120,21 @@ pub fn wait_for(process: &Process, text: &str) -> String {
     panic!("no '{text}' in the log:\n{}", process.log());
 }
 
+/// The port in the first line of `process`'s log that says `words ADDRESS:PORT ...` (a
+/// scheduler's `scheduler listening on`, an executor's `executor on`), waiting for it.
+pub fn port_after(process: &Process, words: &str) -> u16 {
+    let line = wait_for(process, words);
+    line.split(words)
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|address| address.rsplit(':').next())
+        .and_then(|port| port.parse().ok())
+        .unwrap_or_else(|| panic!("no port after '{words}' in '{line}'"))
+}
+
 /// The port the scheduler printed it listens on (it was started on port 0).
 fn scheduler_port(scheduler: &Process) -> u16 {
-    let line = wait_for(scheduler, "scheduler listening on");
-    line.rsplit(':').next().unwrap().trim().parse().unwrap()
+    port_after(scheduler, "scheduler listening on ")
 }
 
 /// A scheduler on a free loopback port with `extra` flags, logging to `dir/scheduler.log`, and

@@ -188,7 +188,9 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn sql_rounds_on_a_ballista_cluster_equal_union_find() {
         let config = datafusion::prelude::SessionConfig::new().with_target_partitions(2);
-        let ctx = cluster_context(&Cluster::Standalone, config).await.unwrap();
+        let ctx = cluster_context(&Cluster::Standalone, config, &Default::default(), true)
+            .await
+            .unwrap();
         rounds_equal_union_find(&ctx, "standalone cluster").await;
     }
 }
