@@ -124,12 +124,10 @@ impl ClusterAccess {
                 name(&files.ca)
             ))
         };
-        if files.cert.is_some() {
-            if let Some(server) = self.server_tls() {
-                tonic::transport::Server::builder()
-                    .tls_config(server)
-                    .map_err(unusable)?;
-            }
+        if let (Some(_), Some(server)) = (&files.cert, self.server_tls()) {
+            tonic::transport::Server::builder()
+                .tls_config(server)
+                .map_err(unusable)?;
         }
         self.configure(Endpoint::from_static("https://localhost"))
             .map_err(unusable)?;

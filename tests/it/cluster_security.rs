@@ -477,4 +477,25 @@ fn servers_beyond_loopback_need_a_token_or_client_certificates() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("at least 16"), "{}", stderr(&out));
+    // Files that are not PEM, or not a certificate and its key, are named at start.
+    let garbage = dir.path().join("garbage.pem");
+    std::fs::write(&garbage, "not a certificate").unwrap();
+    let fake = dir.path().join("fake.pem");
+    std::fs::write(
+        &fake,
+        "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
+    )
+    .unwrap();
+    for (cert, named) in [(&garbage, "is not PEM"), (&fake, "cannot be used")] {
+        let out = Command::new(env!("CARGO_BIN_EXE_neardup"))
+            .args(["scheduler", "--bind", "127.0.0.1:0", "--tls-cert"])
+            .arg(cert)
+            .arg("--tls-key")
+            .arg(&fake)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        assert!(stderr(&out).contains(named), "{}", stderr(&out));
+        assert!(stderr(&out).contains(path_str(cert)), "{}", stderr(&out));
+    }
 }
