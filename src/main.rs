@@ -21,6 +21,7 @@ fn main() -> ExitCode {
     // Ctrl-C or SIGTERM: no half-written output may stay behind. The process ends without
     // unwinding, so the staging folders are removed here rather than by `Drop`.
     if let Err(e) = ctrlc::set_handler(|| {
+        neardup::engine::staging::mark_interrupted();
         // A job on a cluster first: no more of its tasks start, so no more files are written.
         if neardup::engine::ballista::cancel_live_job() {
             eprintln!("neardup: interrupted; the cluster job was cancelled");
@@ -56,6 +57,12 @@ fn main() -> ExitCode {
     }));
     match outcome {
         Ok(Ok(())) => ExitCode::SUCCESS,
+        // The interrupt handler is cleaning up and exits with 130; the job's error (its cluster
+        // job cancelled, say) is the interrupt's, not the user's to read.
+        Ok(Err(_)) if neardup::engine::staging::interrupted() => {
+            std::thread::sleep(std::time::Duration::from_secs(15));
+            ExitCode::from(130)
+        }
         Ok(Err(error)) => {
             eprintln!("neardup: error: {error}");
             ExitCode::from(error.exit_code() as u8)

@@ -11,6 +11,20 @@ use crate::error::{Error, Result};
 /// Ctrl-C ends the process without unwinding, so `Drop` does not run).
 static LIVE_STAGING: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
+/// Set by the interrupt handler before it cleans up: a job that fails meanwhile (a cluster job
+/// it cancelled, say) is the interrupt's doing, and `main` leaves the exit to the handler.
+static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Records that Ctrl-C or SIGTERM arrived.
+pub fn mark_interrupted() {
+    INTERRUPTED.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Whether Ctrl-C or SIGTERM arrived.
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst)
+}
+
 /// Removes every staging folder and partial file this process still has; called on Ctrl-C or
 /// SIGTERM. Says whether there was any (a scheduler or an executor has none).
 pub fn remove_live_staging() -> bool {
