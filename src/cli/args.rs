@@ -75,10 +75,15 @@ pub enum Command {
 #[command(
     after_help = "Runs until stopped (Ctrl-C or SIGTERM). Executors and clients connect \
 to it. It reads the inputs' Parquet metadata when planning, so inputs and outputs must be on \
-storage the scheduler, every executor and the client mount at the same path (docs/CLUSTER.md).\n\
-Example:\n  neardup scheduler --bind 0.0.0.0:50050\n  \
-neardup executor --scheduler host:50050\n  \
-neardup run --cluster df://host:50050 --input /shared/crawl --output /shared/out/crawl"
+storage the scheduler, every executor and the client mount at the same path (docs/CLUSTER.md). \
+It listens on loopback unless --bind says otherwise; an address other machines reach needs the \
+cluster's token in NEARDUP_CLUSTER_TOKEN (the same on every machine) or --tls-ca (docs/CLUSTER.md, \
+\"Security\").\n\
+Examples:\n  neardup scheduler                                  # 127.0.0.1:50050, one machine\n  \
+export NEARDUP_CLUSTER_TOKEN=$(cat /run/secrets/neardup)\n  \
+neardup scheduler --bind 0.0.0.0:50050 --tls-cert node.pem --tls-key node.key --tls-ca ca.pem\n  \
+neardup run --cluster dfs://host:50050 --tls-ca ca.pem --tls-cert client.pem --tls-key client.key \
+--input /shared/crawl --output /shared/out/crawl"
 )]
 pub struct SchedulerArgs {
     /// Address and port to listen on (port 0: any free port; the one bound is printed). An
@@ -104,8 +109,12 @@ pub struct SchedulerArgs {
     after_help = "Runs until stopped (Ctrl-C or SIGTERM). Start one per machine (or \
 several on different ports); each registers with the scheduler and asks it for tasks. Name the \
 scheduler as other machines reach it (not localhost): an executor is registered at the address \
-the scheduler sees it connect from, unless --external-host says otherwise.\n\
-Example:\n  neardup executor --scheduler host:50050 --bind 0.0.0.0:50051 --concurrent-tasks 8"
+the scheduler sees it connect from, unless --external-host says otherwise. Its Flight port \
+listens on loopback unless --bind says otherwise; an address other machines reach needs the \
+cluster's token in NEARDUP_CLUSTER_TOKEN or --tls-ca. With --tls-cert it serves TLS and dials \
+the scheduler and other executors over TLS, presenting the same certificate.\n\
+Example:\n  neardup executor --scheduler host:50050 --bind 0.0.0.0:50051 --concurrent-tasks 8 \
+--tls-cert node.pem --tls-key node.key --tls-ca ca.pem"
 )]
 pub struct ExecutorArgs {
     /// The scheduler's host:port.
