@@ -1,10 +1,10 @@
 -- Stage 5 against an index: the groups this batch made or changed, with ids stable across
 -- batches.
 --
--- Reads two tables that union-find computes (`cluster_against_index` in
--- src/job/clustering/union_find.rs, from sql/05_components_edges.sql and
--- sql/05_components_index_groups.sql), whose nodes are the fingerprints of this batch's pairs
--- and the index's groups that those or the batch's other fingerprints belong to:
+-- Reads two tables of the clustering (union-find: `cluster_against_index` in
+-- src/job/clustering/union_find.rs; SQL rounds: sql/05_components_index_labels.sql), over the
+-- fingerprints of this batch's pairs and the index's groups that those or the batch's other
+-- fingerprints belong to (sql/05_components_index_groups.sql):
 --   fingerprint_components (simhash, component)  component: its smallest fingerprint
 --   group_components       (group_id, component)
 -- A component's members are the documents with its fingerprints (new and indexed) and every

@@ -41,6 +41,8 @@ stages! {
     VERIFY = "04_verify.sql";
     COMPONENTS_EDGES = "05_components_edges.sql";
     COMPONENTS_INDEX_GROUPS = "05_components_index_groups.sql";
+    COMPONENTS_INDEX_LABELS = "05_components_index_labels.sql";
+    COMPONENTS_INDEX_START = "05_components_index_start.sql";
     COMPONENTS_LABELS = "05_components_labels.sql";
     COMPONENTS_ROUND = "05_components_round.sql";
     COMPONENTS_SETTLED = "05_components_settled.sql";

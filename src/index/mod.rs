@@ -27,7 +27,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{ArrayRef, RecordBatch, StringArray, UInt64Array};
-use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::catalog::MemTable;
 use datafusion::common::ScalarValue;
 use datafusion::prelude::{ParquetReadOptions, SessionContext, lit};
@@ -384,10 +384,21 @@ impl Index {
         let files = self.table_files(folder).await?;
         let what = || format!("reading the index table {name} in {}", self.place);
         if files.is_empty() {
-            let schema: SchemaRef = Arc::new(Schema::new(fields));
-            let empty = RecordBatch::new_empty(Arc::clone(&schema));
-            let table = MemTable::try_new(schema, vec![vec![empty]]).context(what)?;
-            ctx.register_table(name, Arc::new(table)).context(what)?;
+            // A view of no rows, not an in-memory table: a view is part of the plan, which a
+            // cluster's scheduler decodes, where a memory table is not sent.
+            let columns = fields.iter().map(|field| {
+                let null = ScalarValue::try_from(field.data_type())?;
+                Ok(lit(null).alias(field.name()))
+            });
+            let columns = columns
+                .collect::<datafusion::common::Result<Vec<_>>>()
+                .context(what)?;
+            let empty = ctx
+                .read_empty()
+                .context(what)?
+                .select(columns)
+                .context(what)?;
+            ctx.register_table(name, empty.into_view()).context(what)?;
             return Ok(());
         }
         let paths: Vec<String> = files.iter().map(Place::to_string).collect();

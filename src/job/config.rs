@@ -201,7 +201,7 @@ impl JobRequest {
             Some(_) => Clustering::Sql,
             None => Clustering::UnionFind,
         });
-        check_clustering(clustering, self.index.is_some(), &self.console)?;
+        check_clustering(clustering, &self.console)?;
         if width == Width::Bits128 && self.matching == Matching::Join {
             return Err(Error::Usage(
                 "--matching join is written for 64-bit fingerprints; use --matching scan (the \
@@ -307,12 +307,12 @@ pub const MAX_K_ANY_WIDTH: u32 = 2 * MAX_K;
 /// only union-find does), on 64- or 128-bit fingerprints (the rounds compare labels, which
 /// both widths order as numbers). On a cluster the pairs stay there, so the clustering is
 /// SQL; union-find collects them in this process and runs locally only.
-fn check_clustering(clustering: Clustering, index: bool, console: &Console) -> Result<()> {
+fn check_clustering(clustering: Clustering, console: &Console) -> Result<()> {
     if let Some(cluster) = &console.cluster {
-        if index || clustering != Clustering::Sql {
+        if clustering != Clustering::Sql {
             return Err(Error::Usage(format!(
-                "--cluster {cluster} runs --clustering sql (its default), without --index; \
-                 --index and union-find run locally"
+                "--cluster {cluster} runs --clustering sql (its default): union-find collects \
+                 every pair in this process, so it runs locally"
             )));
         }
         if console.memory_limit.is_some() {
@@ -322,14 +322,6 @@ fn check_clustering(clustering: Clustering, index: bool, console: &Console) -> R
                     .into(),
             ));
         }
-        return Ok(());
-    }
-    if clustering == Clustering::Sql && index {
-        return Err(Error::Usage(
-            "--clustering sql does not read an index's groups; leave it out with --index (the \
-             default, union-find, gives the same groups)"
-                .into(),
-        ));
     }
     Ok(())
 }

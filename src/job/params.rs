@@ -74,6 +74,7 @@ impl StageParams {
                 "min_similarity",
                 format!("{:?}", self.verify.unwrap_or(0.0)),
             )
+            .set("memberships_dir", work("memberships"))
             .set("members_dir", work("members"))
             .set("grouped_members_dir", work("grouped_members"));
         // The band columns: bucket1..bucket4 of 64 bits, bucket1..bucket8 of 128.

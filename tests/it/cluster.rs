@@ -7,6 +7,7 @@ use std::process::Command;
 
 use crate::common::{fixture, neardup_ok, path_str, sorted_rows, summary, write_fingerprints};
 use crate::exactness::{bfs_groups, brute_force_pairs, groups_of, planted_fingerprints};
+use crate::incremental::{batch_groups, batched_fingerprints, index_groups};
 use crate::processes::{free_port, start_executors, start_scheduler};
 
 const TABLES: [&str; 4] = ["signatures", "pairs", "groups", "dedup"];
@@ -162,4 +163,69 @@ fn an_unreachable_scheduler_is_named_before_any_work() {
         "{message}"
     );
     assert!(!output.exists());
+}
+
+/// Batches through an index group alike by union-find (locally), by the SQL rounds locally and
+/// on a cluster: the same groups, ids and representatives batch after batch, and the same index.
+/// The batches hold the cases that only show across batches (tests/it/incremental.rs checks
+/// union-find's against brute force): groups merged by a later document, a late partner.
+#[tokio::test]
+async fn batches_through_an_index_on_a_standalone_cluster_group_as_union_find_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let (rows, batches) = batched_fingerprints();
+    let files: Vec<_> = batches
+        .iter()
+        .enumerate()
+        .map(|(b, range)| {
+            let file = dir.path().join(format!("batch{}.parquet", b + 1));
+            write_fingerprints(&file, &rows[range.clone()]);
+            file
+        })
+        .collect();
+    let modes: [(&str, &[&str]); 3] = [
+        ("union-find", &[]),
+        ("sql", &["--clustering", "sql"]),
+        ("cluster", &["--cluster", "standalone"]),
+    ];
+    let mut seen = Vec::new();
+    for (mode, extra) in modes {
+        let index = dir.path().join(format!("index_{mode}"));
+        let mut groups = Vec::new();
+        for (b, file) in files.iter().enumerate() {
+            let output = dir.path().join(format!("{mode}_batch{}", b + 1));
+            let mut args = vec![
+                "match",
+                "--signatures",
+                path_str(file),
+                "--output",
+                path_str(&output),
+                "--index",
+                path_str(&index),
+                "--update-index",
+                "--quiet",
+            ];
+            args.extend_from_slice(extra);
+            neardup_ok(&args);
+            let parameters = &summary(&output)["parameters"];
+            let clustering = if mode == "union-find" {
+                "union-find"
+            } else {
+                "sql"
+            };
+            assert_eq!(parameters["clustering"], clustering, "{mode}");
+            let mut listed = batch_groups(&output).await;
+            listed.sort_unstable();
+            groups.push(listed);
+        }
+        assert!(
+            groups.iter().all(|g| !g.is_empty()),
+            "{mode}: every batch groups"
+        );
+        seen.push((mode, groups, index_groups(&index)));
+    }
+    let (_, expected_groups, expected_index) = &seen[0];
+    for (mode, groups, index) in &seen[1..] {
+        assert_eq!(groups, expected_groups, "{mode}: each batch's groups");
+        assert_eq!(index, expected_index, "{mode}: the index's groups");
+    }
 }

@@ -65,7 +65,7 @@ pub fn partition(members: impl IntoIterator<Item = (i64, u64)>) -> BTreeSet<BTre
 }
 
 /// (id, group_id, representative_id) rows of the index's current groups.
-fn index_groups(index: &Path) -> Vec<(i64, u64, i64)> {
+pub fn index_groups(index: &Path) -> Vec<(i64, u64, i64)> {
     let csv = neardup_ok(&[
         "query",
         "--index",
@@ -88,7 +88,7 @@ fn index_groups(index: &Path) -> Vec<(i64, u64, i64)> {
 }
 
 /// (id, group_id, representative_id, batch) of a batch's groups output.
-async fn batch_groups(output: &Path) -> Vec<(i64, u64, i64, i64)> {
+pub async fn batch_groups(output: &Path) -> Vec<(i64, u64, i64, i64)> {
     let sql = "SELECT id, group_id, representative_id, batch FROM groups";
     let mut rows = Vec::new();
     for b in &query(output, sql).await {

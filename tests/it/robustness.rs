@@ -426,30 +426,15 @@ fn usage_errors_exit_with_2() {
     let result = neardup(&["run", "--input", "x", "--output", "y", "--k", "many"]);
     assert_eq!(result.status.code(), Some(2));
     assert!(stderr(&result).contains("--k"), "{}", stderr(&result));
-    // SQL clustering does not read an index's groups: refused before any work.
+    // A cluster runs the SQL clustering (at 64 or 128 bits, against an index or not:
+    // tests/it/cluster.rs), without a local memory limit; an address must say where the
+    // scheduler is. Refused before any work.
     let dir = tempfile::tempdir().unwrap();
     let index = dir.path().join("index");
-    let message = failing_sample_run(
-        dir.path(),
-        &[
-            "--clustering",
-            "sql",
-            "--index",
-            path_str(&index),
-            "--update-index",
-        ],
-        2,
-    );
-    assert!(message.contains("--clustering sql"), "{message}");
-    assert!(!index.exists());
-    // A cluster runs the SQL clustering, without an index or a local memory limit (at 64 or
-    // 128 bits: tests/it/cluster.rs); an address
-    // must say where the scheduler is.
     for extra in [
         &["--cluster", "standalone", "--clustering", "union-find"][..],
-        &["--cluster", "standalone", "--index", path_str(&index)],
         &["--cluster", "standalone", "--memory-limit", "1G"],
-        &["--cluster", "localhost:50050"],
+        &["--cluster", "localhost:50050", "--index", path_str(&index)],
     ] {
         let message = failing_sample_run(dir.path(), extra, 2);
         assert!(message.contains("--cluster"), "{extra:?}: {message}");

@@ -7,7 +7,7 @@ use crate::storage::Place;
 
 use datafusion::prelude::{ParquetReadOptions, SessionContext};
 
-use crate::engine::sql::{count_query_stage, run_stage};
+use crate::engine::sql::{Bindings, count_query_stage, run_stage};
 use crate::engine::stages;
 use crate::error::{Error, QueryContext, Result};
 use crate::job::params::Round;
@@ -18,8 +18,14 @@ pub const MAX_ROUNDS: usize = 200;
 
 /// Computes the components of `fingerprint_pairs` in rounds written under `work`, and registers
 /// `fingerprint_components (simhash, component)`, the component being its smallest
-/// fingerprint. Returns the rounds it took.
-pub async fn sql_components(ctx: &SessionContext, work: &Place) -> Result<usize> {
+/// fingerprint. Against an index (`index` holds the job's bindings) the indexed groups that the
+/// batch's fingerprints belong to join the components, and `group_components` names theirs.
+/// Returns the rounds it took.
+pub async fn sql_components(
+    ctx: &SessionContext,
+    work: &Place,
+    index: Option<&Bindings>,
+) -> Result<usize> {
     let folder = |round: usize| work.join(&format!("edges_{round}"));
     let start = folder(0);
     let first = Round {
@@ -28,7 +34,13 @@ pub async fn sql_components(ctx: &SessionContext, work: &Place) -> Result<usize>
         edges_before: "edges_0",
         edges_after: "edges_0",
     };
-    run_stage(ctx, &stages::COMPONENTS_START, &first.bindings()).await?;
+    match index {
+        Some(job) => {
+            run_stage(ctx, &stages::COMPONENTS_INDEX_GROUPS, job).await?;
+            run_stage(ctx, &stages::COMPONENTS_INDEX_START, &first.bindings()).await?;
+        }
+        None => run_stage(ctx, &stages::COMPONENTS_START, &first.bindings()).await?,
+    }
     register_edges(ctx, &start, "edges_0").await?;
     for round in 1..=MAX_ROUNDS {
         register_edges(ctx, &folder(round - 1), "edges_in").await?;
@@ -48,7 +60,11 @@ pub async fn sql_components(ctx: &SessionContext, work: &Place) -> Result<usize>
         let changed = count_query_stage(ctx, &stages::COMPONENTS_SETTLED, &bindings).await?;
         log::debug!("components: round {round}, {changed} edges changed");
         if changed == 0 {
-            run_stage(ctx, &stages::COMPONENTS_LABELS, &bindings).await?;
+            let labels = match index {
+                Some(_) => &stages::COMPONENTS_INDEX_LABELS,
+                None => &stages::COMPONENTS_LABELS,
+            };
+            run_stage(ctx, labels, &bindings).await?;
             return Ok(round);
         }
     }
@@ -109,7 +125,7 @@ mod tests {
         .await
         .unwrap();
         let _ = ctx.deregister_table("fingerprint_components");
-        let rounds = sql_components(ctx, &Place::Local(work.path().to_path_buf()))
+        let rounds = sql_components(ctx, &Place::Local(work.path().to_path_buf()), None)
             .await
             .unwrap();
         let batches = ctx

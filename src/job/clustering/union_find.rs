@@ -13,7 +13,7 @@ use datafusion::prelude::SessionContext;
 use futures::StreamExt;
 use petgraph::unionfind::UnionFind;
 
-use crate::engine::sql::{Bindings, query_stage, stage_frame};
+use crate::engine::sql::{Bindings, run_stage, stage_frame};
 use crate::engine::stages;
 use crate::error::{Error, QueryContext, Result};
 use crate::udf::FingerprintColumn;
@@ -109,6 +109,7 @@ enum Node<F> {
 /// sql/05_groups_index.sql, each component named by its smallest fingerprint.
 pub(crate) async fn cluster_against_index<F: FingerprintColumn + std::hash::Hash>(
     ctx: &SessionContext,
+    bindings: &Bindings,
 ) -> Result<()> {
     let what = || "clustering against the index".to_string();
     let mut edges: Vec<(Node<F>, Node<F>)> = Vec::new();
@@ -123,8 +124,14 @@ pub(crate) async fn cluster_against_index<F: FingerprintColumn + std::hash::Hash
                 .map(|(a, b)| (Node::Fingerprint(a), Node::Fingerprint(b))),
         );
     }
-    let memberships =
-        query_stage(ctx, &stages::COMPONENTS_INDEX_GROUPS, &Bindings::default()).await?;
+    run_stage(ctx, &stages::COMPONENTS_INDEX_GROUPS, bindings).await?;
+    let memberships = ctx
+        .table("index_memberships")
+        .await
+        .context(what)?
+        .collect()
+        .await
+        .context(what)?;
     for batch in &memberships {
         let fingerprints = F::values(batch.column(0)).context(what)?;
         let groups = datafusion::common::cast::as_uint64_array(batch.column(1)).context(what)?;
