@@ -32,6 +32,7 @@ use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion_proto::protobuf::{LogicalPlanNode, PhysicalPlanNode};
 
 use crate::engine::cluster_access::{ClusterAccess, check_bind};
+use crate::engine::task_cancel::{CancellableEngine, CancelledJobs, RunningTasks, parse_listing};
 use crate::error::{Error, QueryContext, Result};
 use crate::udf;
 
@@ -336,6 +337,10 @@ const READYZ: Ask<'static> = Ask {
 
 /// The route neardup's scheduler cancels a client's jobs on (the job name in [`JOB_HEADER`]).
 const CANCEL_PATH: &str = "/neardup/cancel";
+
+/// The route that lists the jobs the scheduler cancelled lately, one id a line, for executors
+/// to stop their running tasks (`crate::engine::task_cancel`).
+const CANCELLED_PATH: &str = "/neardup/cancelled";
 
 /// The header that names the job for [`CANCEL_PATH`].
 const JOB_HEADER: &str = "x-neardup-job";
@@ -735,8 +740,8 @@ fn live_job_name() -> String {
 
 /// Asks the scheduler to cancel this process's cluster jobs (Ctrl-C, SIGTERM, or a job given
 /// up on), waiting at most a few seconds for its answer; says whether it did. The scheduler
-/// then hands out no more of their tasks; a task an executor is running finishes (Ballista's
-/// executors under pull scheduling take no cancel requests).
+/// then hands out no more of their tasks, and executors stop the ones they run
+/// (`crate::engine::task_cancel`).
 pub fn cancel_live_job() -> bool {
     let Some(job) = LIVE_JOB.lock().ok().and_then(|live| live.clone()) else {
         return false;
@@ -947,6 +952,7 @@ fn scheduler_routes(
     builder.add_service(grpc);
     let server = format!("ballista/{}", ballista_core::BALLISTA_VERSION);
     let scheduler_for_cancel = scheduler.clone();
+    let cancelled_jobs = Arc::new(CancelledJobs::default());
     let readyz = move || {
         let scheduler = scheduler.clone();
         let server = server.clone();
@@ -971,8 +977,10 @@ fn scheduler_routes(
     };
     let cancel = {
         let scheduler = scheduler_for_cancel;
+        let listed = Arc::clone(&cancelled_jobs);
         move |headers: axum::http::HeaderMap| {
             let scheduler = scheduler.clone();
+            let listed = Arc::clone(&listed);
             async move {
                 let Some(name) = headers.get(JOB_HEADER).and_then(|v| v.to_str().ok()) else {
                     return (StatusCode::BAD_REQUEST, format!("no {JOB_HEADER} header\n"));
@@ -989,6 +997,8 @@ fn scheduler_routes(
                     .filter(|j| j.job_name == name && j.end_time == 0)
                 {
                     let id = job.job_id.to_string();
+                    // Listed first: an executor may ask while the cancel goes on.
+                    listed.add(&id);
                     if scheduler.cancel_job(job.job_id).await.is_ok() {
                         eprintln!("neardup: cancelled job {id} ({name}) as its client asked");
                         cancelled += 1;
@@ -1002,7 +1012,11 @@ fn scheduler_routes(
         .routes()
         .into_axum_router()
         .route("/readyz", axum::routing::get(readyz))
-        .route(CANCEL_PATH, axum::routing::post(cancel));
+        .route(CANCEL_PATH, axum::routing::post(cancel))
+        .route(
+            CANCELLED_PATH,
+            axum::routing::get(move || async move { cancelled_jobs.listing() }),
+        );
     tonic::service::Routes::from(router)
 }
 
@@ -1061,6 +1075,13 @@ pub async fn run_executor(options: &ExecutorOptions) -> Result<()> {
     )
     .await?;
     let named = format!("{scheduler_host}:{scheduler_port}");
+    let running = Arc::new(RunningTasks::default());
+    tokio::spawn(stop_cancelled_tasks(
+        Arc::clone(&running),
+        scheduler_host.clone(),
+        scheduler_port,
+        access.clone(),
+    ));
     // Flipped by Ballista's poll loop on every poll: whether the scheduler answered the last.
     let health = ExecutorHealth::new();
     let defaults = ExecutorProcessConfig::default();
@@ -1092,6 +1113,10 @@ pub async fn run_executor(options: &ExecutorOptions) -> Result<()> {
             })
         }),
         override_arrow_flight_service: Some(flight_service(access.clone())),
+        override_execution_engine: Some(Arc::new(CancellableEngine::new(
+            ballista_engine(defaults.client_ttl),
+            running,
+        ))),
         ..defaults
     };
     eprintln!(
@@ -1112,6 +1137,51 @@ pub async fn run_executor(options: &ExecutorOptions) -> Result<()> {
              sets the wait)",
             wait.as_secs_f64()
         ))),
+    }
+}
+
+/// The engine Ballista's executor runs tasks with by default: shuffle reads through a pool of
+/// clients, each dropped after `client_ttl` idle seconds (0: no pool).
+fn ballista_engine(
+    client_ttl: u64,
+) -> Arc<dyn ballista_executor::execution_engine::ExecutionEngine> {
+    use ballista_executor::execution_engine::DefaultExecutionEngine;
+
+    if client_ttl == 0 {
+        return Arc::new(DefaultExecutionEngine::new());
+    }
+    let pool = crate::engine::client_pool::IdleClients::new(Duration::from_secs(client_ttl));
+    Arc::new(DefaultExecutionEngine::with_client_pool(Arc::new(pool)))
+}
+
+/// While the executor runs tasks, asks the scheduler every half second which jobs it cancelled
+/// and stops their tasks. An unanswered ask is retried; the poll loop watches the scheduler.
+async fn stop_cancelled_tasks(
+    running: Arc<RunningTasks>,
+    host: String,
+    port: u16,
+    access: ClusterAccess,
+) {
+    let ask = Ask {
+        method: "GET",
+        path: CANCELLED_PATH,
+        job: None,
+    };
+    loop {
+        tokio::time::sleep(crate::engine::task_cancel::CHECK_EVERY).await;
+        if !running.any() {
+            continue;
+        }
+        match ask_scheduler(&host, port, Duration::from_secs(5), &access, &ask).await {
+            Ok(Answer {
+                code: Some(200),
+                body,
+                ..
+            }) => {
+                running.abort_jobs(parse_listing(&body));
+            }
+            other => log::debug!("asking the scheduler for its cancelled jobs: {other:?}"),
+        }
     }
 }
 

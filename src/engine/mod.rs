@@ -2,6 +2,7 @@
 //! the runner of the SQL files in `sql/`, and outputs that appear whole or not at all.
 
 pub mod ballista;
+pub mod client_pool;
 pub mod cluster_access;
 pub mod commit;
 pub mod partial_file;
@@ -9,3 +10,4 @@ pub mod session;
 pub mod sql;
 pub mod stages;
 pub mod staging;
+pub mod task_cancel;

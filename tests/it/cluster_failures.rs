@@ -254,8 +254,8 @@ fn tasks_received(executor: &Process) -> usize {
 
 /// SIGTERM on `run --cluster` in the middle of a stage cancels its job on the scheduler (over
 /// the token-guarded route, the token from --token-file): the client exits with 130 at once,
-/// and once the tasks already running finish no executor is handed another, although the
-/// stage (12 partitions on 2 task slots) had more to run.
+/// the executors stop the tasks they were running, and no executor is handed another,
+/// although the stage (12 partitions on 2 task slots) had more to run.
 #[test]
 fn sigterm_on_a_cluster_run_cancels_its_job_on_the_scheduler() {
     let dir = tempfile::tempdir().unwrap();
@@ -320,15 +320,24 @@ fn sigterm_on_a_cluster_run_cancels_its_job_on_the_scheduler() {
         "{}",
         logs()
     );
-    // The running tasks finish; then nothing more is handed out.
+    // The running tasks are stopped (the executors ask the scheduler which jobs it cancelled);
+    // then nothing more is handed out.
+    let stop_deadline = Instant::now() + Duration::from_secs(10);
     while executors.iter().any(|e| running_task(&e.log()).is_some()) {
         assert!(
-            Instant::now() < deadline,
-            "a task never finished\n{}",
+            Instant::now() < stop_deadline,
+            "a task was not stopped\n{}",
             logs()
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+    assert!(
+        executors
+            .iter()
+            .any(|e| e.log().contains("neardup: stopped task")),
+        "no running task was stopped\n{}",
+        logs()
+    );
     let handed: Vec<usize> = executors.iter().map(tasks_received).collect();
     std::thread::sleep(Duration::from_secs(3));
     let later: Vec<usize> = executors.iter().map(tasks_received).collect();
