@@ -235,6 +235,21 @@ fn write_hint(message: &str, destination: &str) -> Option<String> {
     })
 }
 
+/// An error and its sources, one after another (tonic's and rustls' say little on their own);
+/// a cause that the text already quotes is not repeated.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let said = cause.to_string();
+        if !text.contains(&said) {
+            text = format!("{text}: {said}");
+        }
+        source = cause.source();
+    }
+    text
+}
+
 /// Most characters of a user's value a message echoes.
 pub const ECHO_LIMIT: usize = 200;
 

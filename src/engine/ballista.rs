@@ -33,7 +33,7 @@ use datafusion_proto::protobuf::{LogicalPlanNode, PhysicalPlanNode};
 
 use crate::engine::cluster_access::{ClusterAccess, check_bind};
 use crate::engine::task_cancel::{CancellableEngine, CancelledJobs, RunningTasks, parse_listing};
-use crate::error::{Error, QueryContext, Result};
+use crate::error::{Error, QueryContext, Result, error_chain};
 use crate::udf;
 
 /// The port `df://host` means when it names none (Ballista's default).
@@ -510,20 +510,6 @@ async fn ask_over_tls(
     }
 }
 
-/// An error and its sources, one after another (tonic's say little on their own).
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        let said = cause.to_string();
-        if !text.contains(&said) {
-            text = format!("{text}: {said}");
-        }
-        source = cause.source();
-    }
-    text
-}
-
 /// Whether `answer` holds a whole HTTP response: its head, and as much body as its
 /// Content-Length says (without one, the answer ends when the server closes).
 fn http_answer_complete(answer: &[u8]) -> bool {
@@ -877,8 +863,9 @@ const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 fn tls_failed(role: &str, e: tonic::transport::Error) -> Error {
     Error::Usage(format!(
-        "the {role}'s TLS settings cannot be used: {e} (--tls-cert and --tls-key must be a PEM \
-         certificate chain and its private key; --tls-ca a PEM certificate)"
+        "the {role}'s TLS settings cannot be used: {} (--tls-cert and --tls-key must be a PEM \
+         certificate chain and its private key; --tls-ca a PEM certificate)",
+        error_chain(&e)
     ))
 }
 

@@ -106,12 +106,7 @@ impl ClusterAccess {
     /// is named at start rather than at the first connection.
     fn validate_tls(&self, files: &TlsFiles) -> Result<()> {
         let unusable = |e: tonic::transport::Error| {
-            let mut why = e.to_string();
-            let mut source = std::error::Error::source(&e);
-            while let Some(cause) = source {
-                why = format!("{why}: {cause}");
-                source = cause.source();
-            }
+            let why = crate::error::error_chain(&e);
             let name = |path: &Option<PathBuf>| {
                 path.as_ref()
                     .map_or("-".to_string(), |p| p.display().to_string())

@@ -44,6 +44,15 @@ fn openssl(dir: &Path, args: &[&str]) {
     );
 }
 
+/// `openssl req` arguments for a new P-256 key, unencrypted.
+const NEW_KEY: [&str; 5] = [
+    "-newkey",
+    "ec",
+    "-pkeyopt",
+    "ec_paramgen_curve:prime256v1",
+    "-nodes",
+];
+
 /// `name.pem`/`name.key` signed by the authority `ca` (its `.pem` and `.key`) in `dir`.
 fn signed(dir: &Path, ca: &str, name: &str) {
     let extensions = "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\n\
@@ -55,23 +64,16 @@ fn signed(dir: &Path, ca: &str, name: &str) {
         format!("{name}.csr"),
         format!("{name}.pem"),
     );
-    openssl(
-        dir,
-        &[
-            "req",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-keyout",
-            &key,
-            "-out",
-            &csr,
-            "-subj",
-            "/CN=localhost",
-        ],
-    );
+    let request = [
+        "req",
+        "-out",
+        &csr,
+        "-subj",
+        "/CN=localhost",
+        "-keyout",
+        &key,
+    ];
+    openssl(dir, &[&request[..], &NEW_KEY].concat());
     let (ca_pem, ca_key) = (format!("{ca}.pem"), format!("{ca}.key"));
     openssl(
         dir,
@@ -101,30 +103,23 @@ fn authority(dir: &Path, name: &str) {
         format!("{name}.pem"),
         format!("/CN={name}"),
     );
-    openssl(
-        dir,
-        &[
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-keyout",
-            &key,
-            "-out",
-            &pem,
-            "-days",
-            "2",
-            "-subj",
-            &subject,
-            "-addext",
-            "basicConstraints=critical,CA:TRUE",
-            "-addext",
-            "keyUsage=critical,keyCertSign,cRLSign",
-        ],
-    );
+    let request = [
+        "req",
+        "-x509",
+        "-keyout",
+        &key,
+        "-out",
+        &pem,
+        "-days",
+        "2",
+        "-subj",
+        &subject,
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign",
+    ];
+    openssl(dir, &[&request[..], &NEW_KEY].concat());
 }
 
 fn certificates(dir: &Path) -> Certificates {
