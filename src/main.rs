@@ -23,10 +23,15 @@ fn main() -> ExitCode {
     if let Err(e) = ctrlc::set_handler(|| {
         neardup::engine::staging::mark_interrupted();
         // A job on a cluster first: no more of its tasks start, so no more files are written.
-        if neardup::engine::ballista::cancel_live_job() {
+        let removed = if neardup::engine::ballista::cancel_live_job() {
             eprintln!("neardup: interrupted; the cluster job was cancelled");
-        }
-        if neardup::engine::staging::remove_live_staging() {
+            // Its running tasks stop within a moment, and may write until then.
+            let pause = neardup::engine::task_cancel::TASKS_STOP_WITHIN;
+            neardup::engine::staging::remove_live_staging_twice(pause)
+        } else {
+            neardup::engine::staging::remove_live_staging()
+        };
+        if removed {
             eprintln!("neardup: interrupted; nothing was written (an earlier output is untouched)");
         } else {
             eprintln!("neardup: interrupted");

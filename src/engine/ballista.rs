@@ -1165,7 +1165,7 @@ async fn stop_cancelled_tasks(
                 body,
                 ..
             }) => {
-                running.abort_jobs(parse_listing(&body));
+                running.stop_jobs(parse_listing(&body));
             }
             other => log::debug!("asking the scheduler for its cancelled jobs: {other:?}"),
         }

@@ -28,18 +28,33 @@ pub fn interrupted() -> bool {
 /// Removes every staging folder and partial file this process still has; called on Ctrl-C or
 /// SIGTERM. Says whether there was any (a scheduler or an executor has none).
 pub fn remove_live_staging() -> bool {
-    match LIVE_STAGING.lock() {
-        Ok(places) => {
-            for place in places.iter() {
-                if place.is_dir() {
-                    let _ = std::fs::remove_dir_all(place);
-                } else {
-                    let _ = std::fs::remove_file(place);
-                }
-            }
-            !places.is_empty()
+    let places = live_places();
+    remove_places(&places);
+    !places.is_empty()
+}
+
+/// As [`remove_live_staging`], and the same places again after `pause`: on a cluster run the
+/// executors' tasks may write into the staging folder until they have stopped (the job's
+/// error path may have forgotten the places by then).
+pub fn remove_live_staging_twice(pause: std::time::Duration) -> bool {
+    let places = live_places();
+    remove_places(&places);
+    std::thread::sleep(pause);
+    remove_places(&places);
+    !places.is_empty()
+}
+
+fn live_places() -> Vec<PathBuf> {
+    LIVE_STAGING.lock().map(|l| l.clone()).unwrap_or_default()
+}
+
+fn remove_places(places: &[PathBuf]) {
+    for place in places {
+        if place.is_dir() {
+            let _ = std::fs::remove_dir_all(place);
+        } else {
+            let _ = std::fs::remove_file(place);
         }
-        Err(_) => false,
     }
 }
 

@@ -47,9 +47,14 @@ fn start_http_server() -> u16 {
 }
 
 /// The shipped sample (its groups) and 3,000 long documents of random digits (no pairs among
-/// them): about 45 MB of text, so that the signature stage's tasks run for seconds and an
-/// executor can be killed in the middle of one.
+/// them): about 45 MB of text, so that the signature stage's task runs for most of a second
+/// and an executor can be killed in the middle of it.
 fn long_corpus(dir: &Path) -> PathBuf {
+    long_corpus_of(dir, 3000)
+}
+
+/// As [`long_corpus`], with `documents` long documents.
+fn long_corpus_of(dir: &Path, documents: usize) -> PathBuf {
     let path = dir.join("long.parquet");
     neardup_ok(&[
         "query",
@@ -60,7 +65,7 @@ fn long_corpus(dir: &Path) -> PathBuf {
                    SELECT 1000 + value AS id, \
                           repeat(concat(CAST(random() AS VARCHAR), ' ', \
                                         CAST(random() AS VARCHAR), ' '), 400) AS text \
-                   FROM generate_series(1, 3000) \
+                   FROM generate_series(1, {documents}) \
                    ORDER BY id) \
              TO '{}'",
             path_str(&fixture("sample.parquet")),
@@ -186,13 +191,25 @@ async fn assert_same_tables(local: &Path, clustered: &Path) {
 }
 
 /// No staging folder (`.<output>.neardup-staging-<pid>`) left in `dir`.
-fn assert_no_staging_left(dir: &Path) {
+fn assert_no_staging_left(dir: &Path, context: &str) {
     let left: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
         .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
         .filter(|name| name.contains("neardup-staging"))
         .collect();
-    assert!(left.is_empty(), "staging folders left: {left:?}");
+    let listing = || {
+        let find = std::process::Command::new("find")
+            .arg(dir)
+            .arg("-ls")
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&find.stdout).into_owned()
+    };
+    assert!(
+        left.is_empty(),
+        "staging folders left: {left:?}\n{}\n{context}",
+        listing()
+    );
 }
 
 #[tokio::test]
@@ -259,7 +276,9 @@ fn tasks_received(executor: &Process) -> usize {
 #[test]
 fn sigterm_on_a_cluster_run_cancels_its_job_on_the_scheduler() {
     let dir = tempfile::tempdir().unwrap();
-    let input = long_corpus(dir.path());
+    // Four times the text: the signature stage's task runs for seconds, long enough to be
+    // seen and stopped.
+    let input = long_corpus_of(dir.path(), 12_000);
     let token = "a-test-token-of-enough-length-0002";
     let env = vec![("NEARDUP_CLUSTER_TOKEN".to_string(), token.to_string())];
     let token_file = dir.path().join("token");
@@ -281,7 +300,9 @@ fn sigterm_on_a_cluster_run_cancels_its_job_on_the_scheduler() {
             path_str(&token_file),
         ],
     );
-    // In the long signature stage: one task seen running on two looks 300 ms apart.
+    // In the long signature stage: one task seen running on two looks 300 ms apart, of a job
+    // the scheduler has not finished (a log line read between a short task's two may look
+    // like a long task).
     let deadline = Instant::now() + Duration::from_secs(120);
     let mut seen: Option<(String, Instant)> = None;
     loop {
@@ -290,7 +311,15 @@ fn sigterm_on_a_cluster_run_cancels_its_job_on_the_scheduler() {
         let task = executors.iter().find_map(|e| running_task(&e.log()));
         match (&seen, task) {
             (Some((old, since)), Some(task)) if *old == task => {
-                if since.elapsed() >= Duration::from_millis(300) {
+                let job = task
+                    .trim_start_matches("TID ")
+                    .split('/')
+                    .next()
+                    .unwrap_or("");
+                let finished = format!("Job finished successfully: [{job}]");
+                if since.elapsed() >= Duration::from_millis(300)
+                    && !scheduler.log().contains(&finished)
+                {
                     break;
                 }
             }
@@ -348,6 +377,7 @@ fn sigterm_on_a_cluster_run_cancels_its_job_on_the_scheduler() {
         logs()
     );
     assert!(!output.exists());
+    assert_no_staging_left(dir.path(), &logs());
     for executor in &mut executors {
         assert!(!executor.has_ended(), "{}", executor.log());
     }
@@ -394,7 +424,7 @@ fn killing_the_only_executor_fails_the_job_within_its_executor_timeout() {
     let took = killed_at.elapsed();
     assert!(took < Duration::from_secs(45), "{took:?}\n{message}");
     assert!(!output.exists());
-    assert_no_staging_left(dir.path());
+    assert_no_staging_left(dir.path(), "");
 }
 
 #[test]
@@ -416,7 +446,7 @@ fn a_job_without_executors_says_it_waits_and_fails_within_its_executor_timeout()
     let took = started.elapsed();
     assert!(took < Duration::from_secs(30), "{took:?}\n{message}");
     assert!(!output.exists());
-    assert_no_staging_left(dir.path());
+    assert_no_staging_left(dir.path(), "");
 }
 
 #[test]
