@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use datafusion::arrow::csv;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::arrow::error::ArrowError;
-use datafusion::arrow::json::LineDelimitedWriter;
+use datafusion::arrow::json::{ArrayWriter, LineDelimitedWriter};
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion::parquet::arrow::ArrowWriter;
 use datafusion::parquet::basic::{Compression, ZstdLevel};
@@ -33,9 +33,9 @@ pub enum Format {
     Csv,
     /// Tab-separated values with a header row.
     Tsv,
-    /// One JSON object per line (JSON Lines).
+    /// One JSON array of objects, one object per row (as datafusion-cli's json).
     Json,
-    /// The same as json: one JSON object per line.
+    /// One JSON object per line (JSON Lines).
     Ndjson,
     /// A Parquet file (needs --out).
     Parquet,
@@ -171,13 +171,24 @@ async fn write_result<W: Write + Send>(
             }
             writer.into_inner().flush().map_err(write_error(target))
         }
-        Format::Json | Format::Ndjson => {
+        Format::Ndjson => {
             let mut writer = LineDelimitedWriter::new(sink);
             while let Some(batch) = stream.next().await {
                 writer.write(&batch.context(what)?).context(writing)?;
             }
             writer.finish().context(writing)?;
             writer.into_inner().flush().map_err(write_error(target))
+        }
+        Format::Json => {
+            // Streamed too: the array's objects are written batch by batch.
+            let mut writer = ArrayWriter::new(sink);
+            while let Some(batch) = stream.next().await {
+                writer.write(&batch.context(what)?).context(writing)?;
+            }
+            writer.finish().context(writing)?;
+            let mut sink = writer.into_inner();
+            sink.write_all(b"\n").map_err(write_error(target))?;
+            sink.flush().map_err(write_error(target))
         }
         Format::Parquet => {
             let parquet_error = |e| Error::parquet(target, e);

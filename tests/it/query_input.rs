@@ -98,10 +98,29 @@ fn sql_comes_from_commands_files_and_standard_input_in_order() {
     );
 }
 
+/// As datafusion-cli: `json` is one array, `ndjson` an object per line; both read back by
+/// serde_json as the rows.
 #[test]
-fn ndjson_is_json_lines() {
-    let sql = "SELECT value AS n FROM generate_series(1, 2) ORDER BY n";
+fn json_is_an_array_and_ndjson_its_lines() {
+    let sql = "SELECT value AS n, 'a' || value AS s FROM generate_series(1, 3) ORDER BY n";
+    let rows = serde_json::json!([{"n": 1, "s": "a1"}, {"n": 2, "s": "a2"}, {"n": 3, "s": "a3"}]);
+    let json = neardup_ok(&["query", "--format", "json", sql]);
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&json).unwrap(),
+        rows
+    );
     let ndjson = neardup_ok(&["query", "--format", "ndjson", sql]);
-    assert_eq!(ndjson, "{\"n\":1}\n{\"n\":2}\n");
-    assert_eq!(neardup_ok(&["query", "--format", "json", sql]), ndjson);
+    let lines: Vec<serde_json::Value> = ndjson
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(serde_json::Value::Array(lines), rows);
+    // No rows: an empty array, and no lines.
+    let none = "SELECT 1 AS n WHERE false";
+    let empty = neardup_ok(&["query", "--format", "json", none]);
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&empty).unwrap(),
+        serde_json::json!([])
+    );
+    assert_eq!(neardup_ok(&["query", "--format", "ndjson", none]), "");
 }
