@@ -63,7 +63,7 @@ def distinct_sources(docs, langs, path):
     generated set is one the truth knows about."""
     where = f"lang IN ({langs}) AND length(text) > 300"
     rows = [json.loads(line) for line in neardup(
-        "query", "--format", "json",
+        "query", "--format", "ndjson",
         f"SELECT id, text FROM '{docs}' WHERE {where} ORDER BY id").splitlines()]
     grams = []
     for row in rows:
@@ -167,7 +167,7 @@ def fmt(x):
 def per_edit(name):
     """Copies with one edit, and whether each is in its original's group."""
     out = f"{WORK}/out_{name}"
-    rows = neardup("query", "--data", out, "--format", "json", """
+    rows = neardup("query", "--data", out, "--format", "ndjson", """
         SELECT c.edits AS edit, count(*) AS copies, count(o.id) AS found
         FROM corpus c
         LEFT JOIN groups g ON g.id = c.id

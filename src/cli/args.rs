@@ -31,9 +31,9 @@ use crate::job::{IndexOptions, JobRequest, Source};
 #[command(
     name = "neardup",
     version,
-    about = "Find near-duplicate documents in Parquet corpora with SimHash on Apache DataFusion",
-    long_about = "Find near-duplicate documents in Parquet corpora with SimHash on Apache \
-DataFusion.\n\n`run` cleans every document and cuts it into character n-grams (bigrams in Han \
+    about = "Find near-duplicate documents in text corpora with SimHash on Apache DataFusion",
+    long_about = "Find near-duplicate documents in text corpora (Parquet, JSON Lines, CSV or Delta \
+tables, local or on an object store) with SimHash on Apache DataFusion.\n\n`run` cleans every document and cuts it into character n-grams (bigrams in Han \
 text, trigrams in other text), fingerprints them with a 64-bit (or 128-bit) SimHash and a \
 MinHash sketch, takes every pair within Hamming distance k as a candidate, keeps the pairs whose \
 estimated Jaccard similarity passes --verify, clusters them into duplicate groups and writes \
@@ -157,8 +157,8 @@ pub struct ExecutorArgs {
     after_help = "Columns id (0, 1, ...) and simhash (UInt64). Streamed in blocks of \
 2^20 rows (flat memory at 100M); a planted neighbour copies a random earlier row of its block and \
 flips 1..=max-distance bits. Same seed, same file.\n\
-Example:\n  neardup generate-fingerprints --count 10000000 --output fp10m.parquet\n  \
-neardup match --signatures fp10m.parquet --output out/fp10m --k 3"
+Example:\n  neardup generate-fingerprints --count 10000000 --output fp10m.parquet --overwrite\n  \
+neardup match --signatures fp10m.parquet --output out/fp10m --k 3 --overwrite"
 )]
 pub struct FingerprintArgs {
     /// Rows to write.
@@ -221,9 +221,10 @@ pub struct PlanArgs {
 copies ('<id>#1', ...) with one to three edits among: boilerplate, markup, delete_sentence, \
 insert_sentence, swap_sentences, typos, truncate, punctuation_width, traditional. The corpus \
 has columns id, text, edits; the truth has id, cluster (the source id). Same seed, same output.\n\
-Example:\n  neardup generate --input docs.parquet --output gen.parquet --truth gen-truth.parquet\n  \
-neardup run --input gen.parquet --output out/gen\n  \
-neardup eval --output out/gen --truth gen-truth.parquet --sweep 0..=3"
+Example:\n  neardup generate --input docs.parquet --output gen.parquet --truth gen-truth.parquet \
+--overwrite\n  \
+neardup run --input gen.parquet --output out/gen --overwrite\n  \
+neardup eval --output out/gen --truth gen-truth.parquet --sweep 0..=7"
 )]
 pub struct GenerateArgs {
     /// Parquet corpus to take source documents from.
@@ -699,9 +700,10 @@ pub struct QueryArgs {
     /// index_batches.
     #[arg(long, value_name = "DIR|URL")]
     pub index: Option<PathBuf>,
-    /// How to write the result.
-    #[arg(long, value_enum, default_value_t = Format::Table)]
-    pub format: Format,
+    /// How to write the result [default: from --out's extension (.parquet, .csv, .tsv, .json,
+    /// .ndjson, .jsonl), else table].
+    #[arg(long, value_enum)]
+    pub format: Option<Format>,
     /// Rows the table format shows, or `inf` for all; the rest are counted and the count is
     /// printed under the table. The other formats write every row.
     #[arg(long, value_name = "N|inf", default_value = "40", value_parser = parse_max_rows)]
@@ -806,7 +808,12 @@ impl QueryArgs {
             data: self.data,
             index: self.index,
             max_rows: self.maxrows,
-            format: self.format,
+            format: self.format.unwrap_or_else(|| {
+                self.out
+                    .as_deref()
+                    .and_then(Format::from_extension)
+                    .unwrap_or(Format::Table)
+            }),
             out: self.out,
             overwrite: self.overwrite,
         })

@@ -41,6 +41,21 @@ pub enum Format {
     Parquet,
 }
 
+impl Format {
+    /// The format a file's extension names, for `--out` without `--format`.
+    pub fn from_extension(path: &Path) -> Option<Self> {
+        let extension = path.extension()?.to_str()?.to_ascii_lowercase();
+        Some(match extension.as_str() {
+            "parquet" => Format::Parquet,
+            "csv" => Format::Csv,
+            "tsv" => Format::Tsv,
+            "json" => Format::Json,
+            "ndjson" | "jsonl" => Format::Ndjson,
+            _ => return None,
+        })
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct QueryOptions {
     pub data: Option<PathBuf>,

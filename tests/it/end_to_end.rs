@@ -217,13 +217,13 @@ async fn query_formats_and_existing_output() {
     ]);
     assert_eq!(csv, "group_id,docs,lang\n1,3,zh\n2,2,zh\n3,3,en\n4,3,en\n");
 
-    // Several statements: the last one's result; JSON lines; the project's functions.
+    // Several statements: the last one's result; JSON Lines; the project's functions.
     let json = neardup_ok(&[
         "query",
         "--data",
         out,
         "--format",
-        "json",
+        "ndjson",
         "CREATE VIEW big AS SELECT * FROM groups WHERE group_size = 3; \
          SELECT id, hamming(simhash, simhash) AS self FROM signatures WHERE id IN (SELECT id FROM big) ORDER BY id",
     ]);
@@ -343,7 +343,7 @@ async fn shipped_sample_matches_its_source() {
     let json = neardup_ok(&[
         "query",
         "--format",
-        "json",
+        "ndjson",
         &format!(
             "SELECT id, lang, note, text FROM '{}' ORDER BY id",
             path_str(&fixture("sample.parquet"))

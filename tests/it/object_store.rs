@@ -156,7 +156,7 @@ async fn json_lines_and_csv_corpora_give_the_groups_of_the_same_rows_in_parquet(
     let jsonl = dir.path().join("sample.jsonl");
     let csv = dir.path().join("sample.csv");
     let parquet = dir.path().join("sample.parquet");
-    for (file, format) in [(&jsonl, "json"), (&csv, "csv"), (&parquet, "parquet")] {
+    for (file, format) in [(&jsonl, "ndjson"), (&csv, "csv"), (&parquet, "parquet")] {
         neardup_ok(&[
             "query",
             "--format",
@@ -249,7 +249,7 @@ async fn a_compressed_json_lines_corpus_on_s3_gives_the_local_groups() {
     neardup_ok(&[
         "query",
         "--format",
-        "json",
+        "ndjson",
         "--out",
         path_str(&jsonl),
         &select,

@@ -124,3 +124,24 @@ fn json_is_an_array_and_ndjson_its_lines() {
     );
     assert_eq!(neardup_ok(&["query", "--format", "ndjson", none]), "");
 }
+
+/// `--out` without `--format` writes the format its extension names: a `.parquet` file is
+/// Parquet (read back by SQL), a `.csv` CSV; another extension gets the table.
+#[test]
+fn out_takes_its_format_from_the_extension() {
+    let dir = tempfile::tempdir().unwrap();
+    let sql = "SELECT value AS n FROM generate_series(1, 3) ORDER BY n";
+    let parquet = dir.path().join("rows.parquet");
+    neardup_ok(&["query", "--out", path_str(&parquet), sql]);
+    let back = format!("SELECT sum(n) AS total FROM '{}'", path_str(&parquet));
+    assert_eq!(
+        neardup_ok(&["query", "--format", "csv", &back]),
+        "total\n6\n"
+    );
+    let csv = dir.path().join("rows.csv");
+    neardup_ok(&["query", "--out", path_str(&csv), sql]);
+    assert_eq!(std::fs::read_to_string(&csv).unwrap(), "n\n1\n2\n3\n");
+    let text = dir.path().join("rows.txt");
+    neardup_ok(&["query", "--out", path_str(&text), sql]);
+    assert!(std::fs::read_to_string(&text).unwrap().contains("| n |"));
+}
