@@ -21,6 +21,10 @@ fn main() -> ExitCode {
     // Ctrl-C or SIGTERM: no half-written output may stay behind. The process ends without
     // unwinding, so the staging folders are removed here rather than by `Drop`.
     if let Err(e) = ctrlc::set_handler(|| {
+        // In `query`'s shell, Ctrl-C stops the running query and the shell goes on.
+        if neardup::commands::query_shell::stop_running_query() {
+            return;
+        }
         neardup::engine::staging::mark_interrupted();
         // A job on a cluster first: no more of its tasks start, so no more files are written.
         let removed = if neardup::engine::ballista::cancel_live_job() {

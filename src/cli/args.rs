@@ -10,6 +10,7 @@ use crate::cli::values::{
     parse_verify,
 };
 use crate::commands::eval::EvalOptions;
+use crate::commands::explain::{ExplainOptions, Subject};
 use crate::commands::generate::GenerateOptions;
 use crate::commands::generate_fingerprints::FingerprintOptions;
 use crate::commands::plan::PlanOptions;
@@ -58,6 +59,8 @@ pub enum Command {
     Query(QueryArgs),
     /// Score a run's groups against a gold clustering or labelled pairs, for one k or a sweep.
     Eval(EvalArgs),
+    /// Say why two documents of a run were paired or not, or what a document's group holds.
+    Explain(ExplainArgs),
     /// Make a near-duplicate test corpus and its truth from any Parquet corpus.
     Generate(GenerateArgs),
     /// Write random 64-bit fingerprints with planted neighbours, for `match` at any scale.
@@ -305,6 +308,53 @@ pub struct EvalArgs {
     /// table or json.
     #[arg(long, default_value = "table", value_parser = ["table", "json"])]
     pub format: String,
+}
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "For a pair: the verdict (paired, or why not: no fingerprint, distance above k, \
+below --verify), both documents' rows of signatures and groups, the Hamming distance, the first \
+band-plan table they share, the estimated and the exact Jaccard similarity of their features \
+(recomputed from the run's input with the options it recorded), the features only one side has \
+(the most weighted first) and a word diff of the two cleaned texts.\nFor --id: the document's \
+group with its representative and members, or its nearest fingerprints if it is in no group.\n\
+Examples:\n  neardup explain --output out/sample 3 11\n  neardup explain --output out/sample --id 3"
+)]
+pub struct ExplainArgs {
+    /// Output folder of a run, or its URL on an object store.
+    #[arg(long, value_name = "DIR|URL")]
+    pub output: PathBuf,
+    /// Explain this document's group instead of a pair.
+    #[arg(long, value_name = "ID", conflicts_with = "ids")]
+    pub id: Option<String>,
+    /// table (text for a person) or json.
+    #[arg(long, default_value = "table", value_parser = ["table", "json"])]
+    pub format: String,
+    /// The two documents' ids (the run's id column, as text).
+    #[arg(value_name = "ID", num_args = 0..=2)]
+    pub ids: Vec<String>,
+}
+
+impl ExplainArgs {
+    pub fn options(self) -> Result<ExplainOptions> {
+        use std::io::IsTerminal;
+        let subject = match (self.id, <[String; 2]>::try_from(self.ids)) {
+            (Some(id), _) => Subject::Group(id),
+            (None, Ok([a, b])) => Subject::Pair(a, b),
+            (None, Err(_)) => {
+                return Err(crate::Error::Usage(
+                    "name two documents (neardup explain --output DIR ID ID) or one with --id ID"
+                        .into(),
+                ));
+            }
+        };
+        Ok(ExplainOptions {
+            output: self.output,
+            subject,
+            json: self.format == "json",
+            colour: std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
+        })
+    }
 }
 
 #[derive(Debug, Args)]
@@ -686,7 +736,9 @@ pub struct MatchArgs {
 #[derive(Debug, Args)]
 #[command(
     after_help = "Several statements may be given, separated by ';' (in the argument, with -c, \
-in -f files or on standard input): all run, the last one's result is written.\nFunctions: simhash(text [, options]), simhash_details(text [, options]), \
+in -f files or on standard input): all run, the last one's result is written.\nWith no SQL on a terminal, \
+query is an interactive shell: statements end with ';' and may span lines, \\d lists the tables, \\d NAME \
+shows a table's columns, \\q quits; history is kept in ~/.neardup_history (or $NEARDUP_HISTORY).\nFunctions: simhash(text [, options]), simhash_details(text [, options]), \
 simhash_sketch(text [, options]), sketch_similarity(a, b), clean_text(text [, options]), hamming(a, b), bucket(simhash, n), band_key(simhash, band, plan), \
 shared_band(a, b, plan), and the aggregate band_pairs(simhash, band, k [, plan]). Options are run's --features string, e.g. 'mode=chars,n=3'."
 )]
@@ -722,7 +774,7 @@ pub struct QueryArgs {
     #[arg(short = 'f', long = "file", value_name = "FILE")]
     pub file: Vec<PathBuf>,
     /// The SQL to run. Without it, -c and -f give the SQL, or else standard input does
-    /// (`neardup query < statements.sql`).
+    /// (`neardup query < statements.sql`); on a terminal, an interactive shell opens.
     pub sql: Option<String>,
 }
 
@@ -820,8 +872,9 @@ impl QueryArgs {
     }
 
     /// The statements `query` runs, in order: the SQL argument, each -c, each -f file, or standard
-    /// input when none is given.
-    fn sql_text(&self) -> Result<String> {
+    /// input when none is given. `None`: no SQL and standard input is a terminal, so the
+    /// interactive shell reads it.
+    fn sql_text(&self) -> Result<Option<String>> {
         use std::io::{IsTerminal, Read};
         let mut parts: Vec<String> = self.sql.iter().chain(&self.command).cloned().collect();
         for file in &self.file {
@@ -830,11 +883,7 @@ impl QueryArgs {
         if parts.is_empty() {
             let mut stdin = std::io::stdin();
             if stdin.is_terminal() {
-                return Err(crate::Error::Usage(
-                    "no SQL given: pass it as an argument, with -c SQL or -f FILE, or on standard \
-                 input (neardup query < statements.sql)"
-                        .into(),
-                ));
+                return Ok(None);
             }
             let mut text = String::new();
             stdin
@@ -843,6 +892,6 @@ impl QueryArgs {
             parts.push(text);
         }
         // A part without its closing ';' still ends its last statement.
-        Ok(parts.join("\n;\n"))
+        Ok(Some(parts.join("\n;\n")))
     }
 }

@@ -7,7 +7,7 @@ pub mod values;
 
 pub use args::{Cli, Command};
 
-use crate::commands::{eval, generate, generate_fingerprints, plan, query};
+use crate::commands::{eval, explain, generate, generate_fingerprints, plan, query};
 use crate::engine::ballista;
 use crate::error::Result;
 use crate::job::{self, JobRequest};
@@ -32,6 +32,7 @@ pub async fn execute(cli: Cli) -> Result<()> {
             run_job(args.request(), quiet).await?
         }
         Command::Eval(args) => print!("{}", eval::eval(&args.options()).await?),
+        Command::Explain(args) => print!("{}", explain::explain(&args.options()?).await?),
         Command::Generate(args) => {
             let options = args.options();
             let (sources, documents) = generate::generate_corpus(&options).await?;

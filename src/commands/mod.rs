@@ -2,7 +2,9 @@
 //! returns what it prints.
 
 pub mod eval;
+pub mod explain;
 pub mod generate;
 pub mod generate_fingerprints;
 pub mod plan;
 pub mod query;
+pub mod query_shell;

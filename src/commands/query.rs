@@ -1,5 +1,6 @@
 //! `neardup query`: SQL over a run's outputs, with the run's input as `corpus` and the
-//! project's functions registered; results as a table, CSV, TSV, JSON lines or Parquet.
+//! project's functions registered; results as a table, CSV, TSV, JSON or Parquet. Without SQL on
+//! a terminal it is an interactive shell (`crate::commands::query_shell`).
 
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -61,7 +62,8 @@ pub struct QueryOptions {
     pub data: Option<PathBuf>,
     /// A signature index whose tables are registered too.
     pub index: Option<PathBuf>,
-    pub sql: String,
+    /// The statements to run; `None` opens the interactive shell.
+    pub sql: Option<String>,
     pub format: Format,
     /// Rows the table format shows (`usize::MAX`: all).
     pub max_rows: usize,
@@ -71,6 +73,19 @@ pub struct QueryOptions {
 }
 
 pub async fn query(options: &QueryOptions) -> Result<()> {
+    let Some(sql) = &options.sql else {
+        if options.out.is_some() {
+            return Err(Error::Usage(
+                "--out needs SQL to run (an argument, -c, -f or standard input); the shell \
+                 prints its results on the terminal"
+                    .into(),
+            ));
+        }
+        if options.format == Format::Parquet {
+            return Err(Error::Usage("--format parquet needs --out FILE".into()));
+        }
+        return crate::commands::query_shell::shell(&query_context(options).await?, options).await;
+    };
     if options.format == Format::Parquet && options.out.is_none() {
         return Err(Error::Usage("--format parquet needs --out FILE".into()));
     }
@@ -85,23 +100,13 @@ pub async fn query(options: &QueryOptions) -> Result<()> {
         Some(Place::Remote(url)) => check_remote_target(url, existing).await?,
         None => {}
     }
-    // Files can be queried by path too: SELECT * FROM 'data/part-0.parquet'.
-    let ctx = crate::engine::session::session_context()?.enable_url_table();
-    if let Some(data) = &options.data {
-        register_outputs(&ctx, data).await?;
-    }
-    if let Some(dir) = &options.index {
-        let place = Place::parse(&dir.to_string_lossy(), "--index")?;
-        crate::index::Index::open_existing(&place)
-            .await?
-            .register_for_query(&ctx)
-            .await?;
-    }
-    let frame = crate::engine::sql::run_all_but_last(&ctx, &options.sql).await?;
+    let ctx = query_context(options).await?;
+    let frame = crate::engine::sql::run_all_but_last(&ctx, sql).await?;
     match &out {
         None => {
             let sink = BufWriter::new(std::io::stdout());
-            write_result(frame, options, sink, Path::new(STANDARD_OUTPUT)).await
+            write_result(frame, options, sink, Path::new(STANDARD_OUTPUT)).await?;
+            Ok(())
         }
         Some(Place::Local(path)) => {
             // Written under a partial name and renamed: the file appears whole or not at all
@@ -125,6 +130,23 @@ pub async fn query(options: &QueryOptions) -> Result<()> {
             Remote::open(url)?.upload(partial.path(), replace).await
         }
     }
+}
+
+/// A session with the project's functions, `--data`'s tables and `--index`'s tables.
+async fn query_context(options: &QueryOptions) -> Result<SessionContext> {
+    // Files can be queried by path too: SELECT * FROM 'data/part-0.parquet'.
+    let ctx = crate::engine::session::session_context()?.enable_url_table();
+    if let Some(data) = &options.data {
+        register_outputs(&ctx, data).await?;
+    }
+    if let Some(dir) = &options.index {
+        let place = Place::parse(&dir.to_string_lossy(), "--index")?;
+        crate::index::Index::open_existing(&place)
+            .await?
+            .register_for_query(&ctx)
+            .await?;
+    }
+    Ok(ctx)
 }
 
 /// `--out URL`: a store that can be written (not http(s)), and no object there unless
@@ -156,24 +178,28 @@ const OUT_ROLE: &str = "--out";
 const STANDARD_OUTPUT: &str = "<standard output>";
 
 /// Writes the query's result to `sink` in the chosen format; `target` names `sink` in errors.
-async fn write_result<W: Write + Send>(
+/// Returns the number of rows.
+pub(crate) async fn write_result<W: Write + Send>(
     frame: datafusion::dataframe::DataFrame,
     options: &QueryOptions,
     sink: W,
     target: &Path,
-) -> Result<()> {
+) -> Result<usize> {
     let format = options.format;
     let what = || "running the query".to_string();
     let writing = || format!("writing the result to {}", target.display());
     let schema = frame.schema().inner().clone();
     let mut stream = frame.execute_stream().await.context(what)?;
+    let mut rows = 0;
     match format {
         Format::Table => {
             let mut table = TableWriter::new(&schema, options.max_rows, sink, target);
             while let Some(batch) = stream.next().await {
-                table.write(&batch.context(what)?)?;
+                let batch = batch.context(what)?;
+                rows += batch.num_rows();
+                table.write(&batch)?;
             }
-            table.finish()
+            table.finish()?;
         }
         Format::Csv | Format::Tsv => {
             let delimiter = if format == Format::Tsv { b'\t' } else { b',' };
@@ -182,28 +208,34 @@ async fn write_result<W: Write + Send>(
                 .with_delimiter(delimiter)
                 .build(sink);
             while let Some(batch) = stream.next().await {
-                writer.write(&batch.context(what)?).context(writing)?;
+                let batch = batch.context(what)?;
+                rows += batch.num_rows();
+                writer.write(&batch).context(writing)?;
             }
-            writer.into_inner().flush().map_err(write_error(target))
+            writer.into_inner().flush().map_err(write_error(target))?;
         }
         Format::Ndjson => {
             let mut writer = LineDelimitedWriter::new(sink);
             while let Some(batch) = stream.next().await {
-                writer.write(&batch.context(what)?).context(writing)?;
+                let batch = batch.context(what)?;
+                rows += batch.num_rows();
+                writer.write(&batch).context(writing)?;
             }
             writer.finish().context(writing)?;
-            writer.into_inner().flush().map_err(write_error(target))
+            writer.into_inner().flush().map_err(write_error(target))?;
         }
         Format::Json => {
             // Streamed too: the array's objects are written batch by batch.
             let mut writer = ArrayWriter::new(sink);
             while let Some(batch) = stream.next().await {
-                writer.write(&batch.context(what)?).context(writing)?;
+                let batch = batch.context(what)?;
+                rows += batch.num_rows();
+                writer.write(&batch).context(writing)?;
             }
             writer.finish().context(writing)?;
             let mut sink = writer.into_inner();
             sink.write_all(b"\n").map_err(write_error(target))?;
-            sink.flush().map_err(write_error(target))
+            sink.flush().map_err(write_error(target))?;
         }
         Format::Parquet => {
             let parquet_error = |e| Error::parquet(target, e);
@@ -214,12 +246,14 @@ async fn write_result<W: Write + Send>(
             let mut writer =
                 ArrowWriter::try_new(sink, schema, Some(properties)).map_err(parquet_error)?;
             while let Some(batch) = stream.next().await {
-                writer.write(&batch.context(what)?).map_err(parquet_error)?;
+                let batch = batch.context(what)?;
+                rows += batch.num_rows();
+                writer.write(&batch).map_err(parquet_error)?;
             }
             writer.close().map_err(parquet_error)?;
-            Ok(())
         }
     }
+    Ok(rows)
 }
 
 /// Display columns a table cell shows at most; longer values are cut and end in `…`.

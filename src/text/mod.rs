@@ -194,6 +194,26 @@ impl Featurizer {
         }
     }
 
+    /// The distinct features of a text with their summed weights, in first-seen order: what
+    /// `fingerprint` votes with, as text (for `neardup explain`; the job never needs the strings).
+    pub fn distinct_features(&self, text: &str) -> Vec<(String, f64)> {
+        let mut letters = String::new();
+        let mut buffer = String::new();
+        let cleaned = self.cleaned_for_features(text, &mut letters);
+        let mut position: HashMap<String, usize> = HashMap::new();
+        let mut features: Vec<(String, f64)> = Vec::new();
+        self.for_each_feature(&cleaned, &mut buffer, |feature, weight| {
+            match position.get(feature) {
+                Some(&at) => features[at].1 += weight,
+                None => {
+                    position.insert(feature.to_string(), features.len());
+                    features.push((feature.to_string(), weight));
+                }
+            }
+        });
+        features
+    }
+
     /// The text the mode cuts: for n-gram modes only letters and digits, in the cleaning's pass.
     fn cleaned_for_features<'a>(&self, text: &'a str, letters: &'a mut String) -> Cow<'a, str> {
         if matches!(self.options.mode, Mode::Auto | Mode::Chars) {
@@ -375,6 +395,38 @@ mod tests {
             hasher.add(feature_hash(feature), *weight);
         }
         hasher.finish()
+    }
+
+    #[test]
+    fn distinct_features_are_the_ones_the_fingerprint_votes_with() {
+        let text = "Der Paketmanager apt installiert Pakete. 软件包管理器安装软件包，安装。";
+        for options in [
+            "mode=auto",
+            "mode=chars,n=4",
+            "mode=words",
+            "mode=shingles,n=2",
+        ] {
+            let featurizer = with(options);
+            let features = featurizer.distinct_features(text);
+            assert_eq!(
+                features.len() as u32,
+                print(&featurizer, text).features,
+                "{options}"
+            );
+            let votes: Vec<(&str, f64)> = features.iter().map(|(f, w)| (f.as_str(), *w)).collect();
+            assert_eq!(
+                by_hand(&votes),
+                print(&featurizer, text).simhash,
+                "{options}"
+            );
+        }
+        // Repeats are summed: the bigrams "安装" and "软件" come twice each, across two runs of
+        // Han characters for "安装".
+        let auto = with("mode=auto").distinct_features(text);
+        let weight = |f: &str| auto.iter().find(|(g, _)| g == f).map(|(_, w)| *w);
+        assert_eq!(weight("安装"), Some(2.0));
+        assert_eq!(weight("软件"), Some(2.0));
+        assert_eq!(weight("包管"), Some(1.0));
     }
 
     #[test]
