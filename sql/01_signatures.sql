@@ -12,6 +12,9 @@
 -- matching. `features` counts the distinct features: a document with fewer than min_features
 -- was fingerprinted by an exact hash (the short-text policy, see docs/FEATURES.md). `sketch` is
 -- the MinHash sketch of the same features (256 bytes), which sql/04_verify.sql compares.
+-- ${keep_value} and ${keep_value_source} add `keep_value`, the input column that `--keep
+-- max:COLUMN` (and the other column rules) chooses representatives by, when the rule names one
+-- (src/job/keep.rs).
 
 CREATE VIEW signed AS
 SELECT id,
@@ -19,16 +22,16 @@ SELECT id,
        "details.features" AS features,
        "details.sketch" AS sketch,
        text_bytes,
-       input_order
+       input_order${keep_value}
 FROM (
     -- unnest splits the struct after it is computed once per row; reading its fields directly
     -- would let the optimizer inline the call once per field and fingerprint every text twice.
-    SELECT id, unnest(details), text_bytes, input_order
+    SELECT id, unnest(details), text_bytes, input_order${keep_value}
     FROM (
         SELECT ${id} AS id,
                simhash_sketch(${text}, ${features}) AS details,
                octet_length(${text}) AS text_bytes,
-               __neardup_input_order AS input_order
+               __neardup_input_order AS input_order${keep_value_source}
         FROM corpus_ordered
     )
 );
@@ -41,7 +44,7 @@ COPY (
            text_bytes,
            input_order,
            features,
-           sketch
+           sketch${keep_value}
     FROM signed
 ) TO ${signatures_dir} STORED AS PARQUET;
 

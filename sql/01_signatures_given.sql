@@ -11,5 +11,5 @@ SELECT ${id} AS id,
        CAST(NULL AS BIGINT) AS text_bytes,
        __neardup_input_order AS input_order,
        -- No texts, so no sketch: `match` does not verify its candidates.
-       arrow_cast(NULL, 'FixedSizeBinary(256)') AS sketch
+       arrow_cast(NULL, 'FixedSizeBinary(256)') AS sketch${keep_value_source}
 FROM corpus_ordered;

@@ -7,11 +7,14 @@
 -- documents have too is fresh all the same: its new documents pair with the documents of its
 -- indexed neighbours, and stage 4 lists only the document pairs with a new document.
 
+-- `keep_key` is what `--keep` compares (sql/05_groups.sql): this batch's documents have it; the
+-- indexed ones come first in their groups by their batch, so they need none.
 CREATE VIEW documents AS
-SELECT id, simhash, batch, input_order, false AS fresh, sketch
+SELECT id, simhash, batch, input_order, false AS fresh, sketch, NULL AS keep_key
 FROM index_documents
 UNION ALL
-SELECT id, simhash, CAST(${batch} AS BIGINT) AS batch, input_order, true AS fresh, sketch
+SELECT id, simhash, CAST(${batch} AS BIGINT) AS batch, input_order, true AS fresh, sketch,
+       ${keep_key} AS keep_key
 FROM signatures;
 
 COPY (

@@ -8,18 +8,23 @@
 -- fingerprint's component; a fingerprint with no pair is a component of its own, which still
 -- groups the documents that share it exactly.
 --
--- Rules: the representative is the member that comes first in input order (the original system
--- kept the earliest document); groups are numbered 1, 2, ... in the input order of their
--- representatives, so the same input always gives the same group ids.
+-- Rules: the representative is the member `--keep` prefers (src/job/keep.rs), by default the
+-- one that comes first in input order (the original system kept the earliest document); ties,
+-- and members with no value for the rule, go by input order. ${keep_key} is the value the rule
+-- compares (the text's length, or the input column signatures carries as keep_value), and
+-- ${representative_order} picks the representative's input order with it. Groups are numbered
+-- 1, 2, ... in the input order of their representatives, so the same input always gives the
+-- same group ids.
 
 CREATE VIEW members AS
-SELECT s.id, s.simhash, s.input_order, COALESCE(c.component, s.simhash) AS component
+SELECT s.id, s.simhash, s.input_order, ${keep_key} AS keep_key,
+       COALESCE(c.component, s.simhash) AS component
 FROM signatures s
 LEFT JOIN fingerprint_components c ON s.simhash = c.simhash
 WHERE s.simhash IS NOT NULL;
 
 CREATE VIEW group_heads AS
-SELECT component, count(*) AS group_size, min(input_order) AS representative_order
+SELECT component, count(*) AS group_size, ${representative_order} AS representative_order
 FROM members
 GROUP BY component
 HAVING count(*) > 1;

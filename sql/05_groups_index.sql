@@ -13,21 +13,24 @@
 -- by itself, which no other component is), grouping the documents that share it exactly.
 --
 -- Rules: a component that holds indexed groups keeps the smallest of their ids and that
--- group's representative (several merge into the oldest); otherwise it is a new group,
--- numbered from ${next_group_id} in the input order of its first member, which is its
--- representative (the same rule as a run without an index). `batch` is the batch each member
--- came from.
+-- group's representative (several merge into the oldest); otherwise it is a new group, and its
+-- representative is its member from the earliest batch: what an earlier batch kept stays kept.
+-- Among this batch's members `--keep` chooses (by keep_key, then input order, as in a run
+-- without an index); among an earlier batch's, input order does. New groups are numbered from
+-- ${next_group_id} in the input order of their representatives. `batch` is the batch each
+-- member came from.
 
 -- Written once (read twice below): computing it scans the whole index.
 COPY (
-    SELECT d.id, d.simhash, d.batch, d.input_order, COALESCE(c.component, d.simhash) AS component
+    SELECT d.id, d.simhash, d.batch, d.input_order, d.keep_key,
+           COALESCE(c.component, d.simhash) AS component
     FROM documents d
     LEFT JOIN fingerprint_components c ON d.simhash = c.simhash
     WHERE d.simhash IS NOT NULL
       AND (d.fresh OR c.component IS NOT NULL OR d.simhash IN (SELECT simhash FROM signatures))
     UNION ALL
     -- Members of indexed groups whose fingerprint is not a node (nodes' documents are above).
-    SELECT d.id, d.simhash, d.batch, d.input_order, gc.component
+    SELECT d.id, d.simhash, d.batch, d.input_order, NULL AS keep_key, gc.component
     FROM index_groups g
     JOIN group_components gc ON g.group_id = gc.group_id
     JOIN index_documents d ON d.id = g.id
@@ -39,7 +42,7 @@ CREATE EXTERNAL TABLE members STORED AS PARQUET LOCATION ${members_dir};
 -- Only components of two or more documents are groups; most of the batch's documents are
 -- alone, so they leave here, before the per-group work.
 COPY (
-    SELECT m.id, m.simhash, m.batch, m.input_order, m.component, s.group_size
+    SELECT m.id, m.simhash, m.batch, m.input_order, m.keep_key, m.component, s.group_size
     FROM members m
     JOIN (SELECT component, count(*) AS group_size
           FROM members
@@ -64,13 +67,13 @@ CREATE VIEW batch_groups AS
 SELECT component,
        max(group_size) AS group_size,
        max(kept_group_id) AS kept_group_id,
-       first_value(id ORDER BY is_representative DESC, batch, input_order) AS representative_id,
-       first_value(simhash ORDER BY is_representative DESC, batch, input_order)
+       first_value(id ORDER BY is_representative DESC, batch, ${keep_order}input_order) AS representative_id,
+       first_value(simhash ORDER BY is_representative DESC, batch, ${keep_order}input_order)
            AS representative_simhash,
-       first_value(batch ORDER BY is_representative DESC, batch, input_order) AS first_batch,
-       first_value(input_order ORDER BY is_representative DESC, batch, input_order)
+       first_value(batch ORDER BY is_representative DESC, batch, ${keep_order}input_order) AS first_batch,
+       first_value(input_order ORDER BY is_representative DESC, batch, ${keep_order}input_order)
            AS first_order
-FROM (SELECT m.id, m.simhash, m.batch, m.input_order, m.component, m.group_size,
+FROM (SELECT m.id, m.simhash, m.batch, m.input_order, m.keep_key, m.component, m.group_size,
              k.group_id AS kept_group_id,
              COALESCE(m.id = k.representative_id, false) AS is_representative
       FROM grouped_members m

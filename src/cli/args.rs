@@ -26,6 +26,7 @@ use crate::input::format::Format as InputFormat;
 use crate::job::choices::Clustering;
 use crate::job::choices::{Matching, PairsListed};
 use crate::job::config::Verify;
+use crate::job::keep::Keep;
 use crate::job::{IndexOptions, JobRequest, Source};
 
 #[derive(Debug, Parser)]
@@ -445,6 +446,14 @@ pub struct JobArgs {
     /// fingerprint pairs by their first documents; the same groups, rows linear in documents).
     #[arg(long, value_enum, default_value_t = PairsListed::All)]
     pub pairs: PairsListed,
+    /// Which member represents its group, and so is the one dedup keeps: first (in input
+    /// order), longest or shortest (text length in bytes), newest:COLUMN or oldest:COLUMN (a
+    /// date or time column, e.g. fetched_at), max:COLUMN or min:COLUMN (e.g. a quality score).
+    /// Ties, and members with no value, go by input order. Against an index, what an earlier
+    /// batch kept stays kept (docs/INDEX.md).
+    #[arg(long, default_value = "first", value_name = "RULE",
+          value_parser = Cut(|s: &str| s.parse::<Keep>()))]
+    pub keep: Keep,
     /// How pairs become groups: union-find in this process, or SQL rounds (large-star /
     /// small-star) that never collect the pairs, as on a cluster; the same groups
     /// [default: union-find; sql with --cluster].
@@ -696,6 +705,7 @@ impl JobArgs {
             matching: self.matching,
             plan: self.plan,
             pairs: self.pairs,
+            keep: self.keep,
             clustering: self.clustering,
             overwrite: Overwrite::from_flags(self.overwrite, self.keep_other_files),
             output_format: self.output_format,

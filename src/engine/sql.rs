@@ -45,6 +45,11 @@ impl Bindings {
     pub fn names(&self) -> impl Iterator<Item = &'static str> + '_ {
         self.0.keys().copied()
     }
+
+    #[cfg(test)]
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.0.get(name).map(String::as_str)
+    }
 }
 
 /// Quotes a column name for SQL (names may hold spaces, capitals or quotes).

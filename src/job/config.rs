@@ -13,6 +13,7 @@ use crate::fingerprint::{MAX_K, Width};
 use crate::input::format::Format;
 use crate::job::choices::Clustering;
 use crate::job::choices::{Matching, PairsListed};
+use crate::job::keep::Keep;
 use crate::plan::BandPlan;
 use crate::storage::Place;
 use crate::text::FeatureOptions;
@@ -113,6 +114,8 @@ pub struct JobConfig {
     pub plan: PlanChoice,
     /// Which document pairs `pairs` lists (`--pairs`).
     pub pairs: PairsListed,
+    /// Which member represents its group and is kept by dedup (`--keep`).
+    pub keep: Keep,
     /// How pairs become components (`--clustering`, or the default for where the job runs).
     pub clustering: Clustering,
     /// Whether and how an existing output is replaced (`--overwrite`, `--keep-other-files`).
@@ -163,6 +166,7 @@ pub struct JobRequest {
     pub matching: Matching,
     pub plan: String,
     pub pairs: PairsListed,
+    pub keep: Keep,
     /// `--clustering`, if given.
     pub clustering: Option<Clustering>,
     pub overwrite: Overwrite,
@@ -226,6 +230,7 @@ impl JobRequest {
             matching: self.matching,
             plan,
             pairs: self.pairs,
+            keep: self.keep,
             clustering,
             overwrite: self.overwrite,
             delta,
@@ -352,6 +357,7 @@ mod tests {
             matching: Matching::Scan,
             plan: "auto".into(),
             pairs: PairsListed::All,
+            keep: Keep::First,
             clustering: None,
             overwrite: Overwrite::No,
             output_format: OutputFormat::Parquet,

@@ -41,6 +41,7 @@ pub(super) fn parameters(
         bands: config.width.bands() as u32,
         min_similarity: config.verify,
         features: config.source.features(),
+        keep: config.keep.to_string(),
         partition_by,
         feature_files,
         cluster: config.console.cluster.as_ref().map(ToString::to_string),

@@ -12,6 +12,7 @@ pub mod clustering;
 pub mod config;
 pub mod counts;
 mod finish;
+pub mod keep;
 pub mod matching;
 pub mod params;
 pub mod source;
@@ -87,6 +88,7 @@ pub async fn run(config: &JobConfig) -> Result<Summary> {
         source: source_params,
         index: None,
         verify: config.verify,
+        keep: config.keep.clone(),
     };
     let work = async {
         source::register_corpus(&ctx, &corpus).await?;

@@ -7,6 +7,7 @@ use std::ops::Range;
 
 use crate::engine::sql::{Bindings, folder_literal, quote_ident, quote_literal};
 use crate::fingerprint::Width;
+use crate::job::keep::Keep;
 use crate::storage::Place;
 
 /// Internal tables live here inside the staging folder and are removed before the commit.
@@ -26,6 +27,8 @@ pub struct StageParams {
     /// `--verify T`: candidate pairs are kept when their estimated Jaccard similarity is at
     /// least T; `None` keeps every candidate.
     pub verify: Option<f64>,
+    /// `--keep`: the rule that chooses each group's representative.
+    pub keep: Keep,
 }
 
 /// What the signature stage reads.
@@ -102,6 +105,7 @@ impl StageParams {
                 b.set("simhash", quote_ident(column));
             }
         }
+        self.keep.bind(&mut b);
         // A run on its own is batch 0 (`documents.batch`).
         let batch = self.index.as_ref().map_or(0, |index| index.batch);
         b.set("batch", batch.to_string());
@@ -178,6 +182,7 @@ mod tests {
                 part: Some(Place::Local("/tmp/index/.part".into())),
             }),
             verify: Some(0.75),
+            keep: Keep::Longest,
         }
     }
 

@@ -58,6 +58,8 @@ pub fn check_columns(config: &JobConfig, corpus: &Corpus) -> Result<Checked> {
             (SourceParams::Fingerprints { column }, None)
         }
     };
+    let has_texts = matches!(config.source, Source::Texts { .. });
+    config.keep.check(corpus, has_texts)?;
     let id_type = corpus.column_type(&config.id_column, "id")?;
     let feature_files = match feature_files {
         Some(features) => crate::digest::feature_files(features)?,

@@ -58,6 +58,10 @@ pub struct Parameters {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_similarity: Option<f64>,
     pub features: String,
+    /// `--keep`: the rule that chose each group's representative (`first`, `longest`,
+    /// `max:quality`, ...); `first` in summaries written before the rule could be chosen.
+    #[serde(default = "first_rule")]
+    pub keep: String,
     /// Columns `dedup` is partitioned by (`--partition-by`), Hive style; empty when not.
     #[serde(default)]
     pub partition_by: Vec<String>,
@@ -67,6 +71,10 @@ pub struct Parameters {
     /// The Ballista cluster the job ran on (`--cluster`); absent for a local run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster: Option<String>,
+}
+
+fn first_rule() -> String {
+    "first".into()
 }
 
 /// A run against a signature index (docs/INDEX.md).
