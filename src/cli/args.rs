@@ -15,6 +15,7 @@ use crate::commands::generate::GenerateOptions;
 use crate::commands::generate_fingerprints::FingerprintOptions;
 use crate::commands::plan::PlanOptions;
 use crate::commands::query::{Format, QueryOptions};
+use crate::commands::report::ReportOptions;
 use crate::delta::output::OutputFormat;
 use crate::engine::ballista::{self, Cluster, ExecutorOptions};
 use crate::engine::cluster_access::{ClusterAccess, TlsFiles};
@@ -62,6 +63,9 @@ pub enum Command {
     Eval(EvalArgs),
     /// Say why two documents of a run were paired or not, or what a document's group holds.
     Explain(ExplainArgs),
+    /// Write report.html: a run at a glance, its distances, groups and sample pairs side by
+    /// side, and with a truth its precision and recall against k.
+    Report(ReportArgs),
     /// Make a near-duplicate test corpus and its truth from any Parquet corpus.
     Generate(GenerateArgs),
     /// Write random 64-bit fingerprints with planted neighbours, for `match` at any scale.
@@ -309,6 +313,60 @@ pub struct EvalArgs {
     /// table or json.
     #[arg(long, default_value = "table", value_parser = ["table", "json"])]
     pub format: String,
+}
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "The page is one self-contained file (inline SVG plots, no scripts, nothing \
+loaded from the network), written beside the run's summary.json (on an object store, inside the \
+committed run's prefix) and replaced with the run by `run --overwrite`. It reads aggregates and a \
+few sample pairs, never the whole corpus: a run of millions of documents reports in seconds. \
+Scoring takes eval's options (--truth or --labels) and scores every k from 0 to the run's.\n\
+Examples:\n  neardup report --output out/sample\n  \
+neardup report --output out/drift --labels drift_dev/pairs.parquet --unlisted negative --open"
+)]
+pub struct ReportArgs {
+    /// Output folder of a run, or its URL on an object store.
+    #[arg(long, value_name = "DIR|URL")]
+    pub output: PathBuf,
+    /// Gold clustering (Parquet, CSV or TSV), as for eval: precision, recall and F1 against k.
+    #[arg(long, value_name = "FILE", conflicts_with = "labels")]
+    pub truth: Option<PathBuf>,
+    /// Id column of --truth.
+    #[arg(long, default_value = "id", value_name = "NAME")]
+    pub truth_id_column: String,
+    /// Cluster column of --truth.
+    #[arg(long, default_value = "cluster", value_name = "NAME")]
+    pub truth_cluster_column: String,
+    /// Labelled pairs (Parquet, CSV or TSV: id_a, id_b, label), as for eval.
+    #[arg(long, value_name = "FILE")]
+    pub labels: Option<PathBuf>,
+    /// With --labels, what a pair the file does not list is (as for eval).
+    #[arg(long, value_enum, default_value_t = crate::commands::eval::Unlisted::Ignore, requires = "labels")]
+    pub unlisted: crate::commands::eval::Unlisted,
+    /// Open the page in the desktop's browser (xdg-open; open on macOS) once it is written.
+    #[arg(long)]
+    pub open: bool,
+}
+
+impl ReportArgs {
+    pub fn options(self) -> ReportOptions {
+        let scoring = (self.truth.is_some() || self.labels.is_some()).then(|| EvalOptions {
+            output: self.output.clone(),
+            truth: self.truth,
+            truth_id_column: self.truth_id_column,
+            truth_cluster_column: self.truth_cluster_column,
+            labels: self.labels,
+            unlisted: self.unlisted,
+            sweep: None,
+            json: true,
+        });
+        ReportOptions {
+            output: self.output,
+            scoring,
+            open: self.open,
+        }
+    }
 }
 
 #[derive(Debug, Args)]

@@ -7,7 +7,9 @@ pub mod values;
 
 pub use args::{Cli, Command};
 
-use crate::commands::{eval, explain, generate, generate_fingerprints, plan, query};
+use crate::commands::{
+    eval, explain, generate, generate_fingerprints, plan, query, report as html_report,
+};
 use crate::engine::ballista;
 use crate::error::Result;
 use crate::job::{self, JobRequest};
@@ -33,6 +35,7 @@ pub async fn execute(cli: Cli) -> Result<()> {
         }
         Command::Eval(args) => print!("{}", eval::eval(&args.options()).await?),
         Command::Explain(args) => print!("{}", explain::explain(&args.options()?).await?),
+        Command::Report(args) => print!("{}", html_report::report(&args.options()).await?),
         Command::Generate(args) => {
             let options = args.options();
             let (sources, documents) = generate::generate_corpus(&options).await?;

@@ -8,11 +8,12 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use datafusion::arrow::array::{Array, AsArray, RecordBatch};
-use datafusion::arrow::datatypes::{DataType, Float64Type, Int64Type, UInt32Type, UInt64Type};
+use datafusion::arrow::datatypes::{DataType, UInt32Type, UInt64Type};
 use datafusion::prelude::SessionContext;
 use serde_json::{Value, json};
 use similar::{ChangeTag, TextDiff};
 
+use crate::commands::cells::{f64_at, i64_at, string_at};
 use crate::commands::query::{output_summary, register_outputs};
 use crate::engine::sql::{query_batches, quote_ident, quote_literal};
 use crate::error::{Error, Result};
@@ -930,38 +931,12 @@ fn i64_value(batch: &RecordBatch, column: usize) -> Option<i64> {
     i64_at(batch, column, 0)
 }
 
-fn i64_at(batch: &RecordBatch, column: usize, row: usize) -> Option<i64> {
-    let array = batch.column(column);
-    match array.data_type() {
-        DataType::Int64 if !array.is_null(row) => {
-            Some(array.as_primitive::<Int64Type>().value(row))
-        }
-        _ => None,
-    }
-}
-
 fn f64_value(batch: &RecordBatch, column: usize) -> Option<f64> {
-    let array = batch.column(column);
-    match array.data_type() {
-        DataType::Float64 if !array.is_null(0) => {
-            Some(array.as_primitive::<Float64Type>().value(0))
-        }
-        _ => None,
-    }
+    f64_at(batch, column, 0)
 }
 
 fn string_value(batch: &RecordBatch, column: usize) -> Option<String> {
     string_at(batch, column, 0)
-}
-
-fn string_at(batch: &RecordBatch, column: usize, row: usize) -> Option<String> {
-    let array = batch.column(column);
-    match array.data_type() {
-        DataType::Utf8 if !array.is_null(row) => {
-            Some(array.as_string::<i32>().value(row).to_string())
-        }
-        _ => None,
-    }
 }
 
 #[cfg(test)]

@@ -500,6 +500,30 @@ pub async fn output_summary(data: &Path) -> Result<Summary> {
     }
 }
 
+/// The folder (or prefix) that holds an output's summary.json: the output itself, or on an
+/// object store the committed run's own prefix, so a file written there goes with that run.
+pub async fn summary_folder(data: &Path) -> Result<Place> {
+    let place = Place::parse(&data.to_string_lossy(), "--output")?;
+    if crate::delta::output::open_output(&place).await?.is_some() {
+        return Ok(place);
+    }
+    match &place {
+        Place::Local(dir) => {
+            local_output(dir)?;
+            Ok(place)
+        }
+        Place::Remote(url) => {
+            let output = open_remote_output(url).await?;
+            let summary = &output.summary_place;
+            let folder = summary
+                .strip_suffix(SUMMARY_FILE)
+                .map(|s| s.trim_end_matches('/'))
+                .unwrap_or(summary);
+            Place::parse(folder, "--output")
+        }
+    }
+}
+
 /// A local output's summary and the folders of the tables it holds.
 fn local_output(data: &Path) -> Result<(Summary, Vec<(String, String)>)> {
     if !is_output_dir(data) {

@@ -79,19 +79,22 @@ fn staging_prefix(name: &str) -> String {
 /// The file whose presence says a folder holds a complete neardup output.
 pub const COMPLETE_MARKER: &str = "_SUCCESS";
 pub const SUMMARY_FILE: &str = "summary.json";
+/// The page `neardup report` writes beside an output's summary.json.
+pub const REPORT_FILE: &str = "report.html";
 
 /// The tables an output may hold, as `neardup query --data` registers them.
 pub const OUTPUT_TABLES: [&str; 4] = ["signatures", "pairs", "groups", "dedup"];
 
 /// Everything a neardup output (or index batch) folder may hold that neardup wrote: the only
 /// names `--overwrite` ever replaces. Anything else in the folder is the user's and is kept.
-pub const OWNED_ENTRIES: [&str; 6] = [
+pub const OWNED_ENTRIES: [&str; 7] = [
     "signatures",
     "pairs",
     "groups",
     "dedup",
     SUMMARY_FILE,
     COMPLETE_MARKER,
+    REPORT_FILE,
 ];
 
 /// How an existing output folder may be replaced.

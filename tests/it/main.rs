@@ -25,6 +25,7 @@ mod object_store;
 mod processes;
 mod query_input;
 mod query_shell;
+mod report;
 mod robustness;
 mod s3;
 mod verification;
