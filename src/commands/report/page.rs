@@ -47,7 +47,7 @@ h3 { font-size: 1.05rem; margin: 1.5rem 0 0.5rem; }
 code { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 0.92em;
   background: #f6f8fa; padding: 0.05em 0.3em; border-radius: 4px; }
 table { border-collapse: collapse; margin: 0.75rem 0 1.25rem; }
-th, td { border: 1px solid #d8dee4; padding: 0.3rem 0.65rem; text-align: left; vertical-align: top; }
+th, td { border: 1px solid #d8dee4; padding: 0.3rem 0.65rem; text-align: left; vertical-align: top; overflow-wrap: anywhere; }
 th { background: #f6f8fa; font-weight: 600; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 td.snippet { max-width: 520px; white-space: pre-wrap; word-break: break-word; color: #424a53; }
