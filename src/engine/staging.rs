@@ -44,11 +44,13 @@ pub fn remove_live_staging_twice(pause: std::time::Duration) -> bool {
     !places.is_empty()
 }
 
-fn live_places() -> Vec<PathBuf> {
+/// The staging folders and partial files this process has now.
+pub fn live_places() -> Vec<PathBuf> {
     LIVE_STAGING.lock().map(|l| l.clone()).unwrap_or_default()
 }
 
-fn remove_places(places: &[PathBuf]) {
+/// Removes `places` (folders or files) if they exist.
+pub fn remove_places(places: &[PathBuf]) {
     for place in places {
         if place.is_dir() {
             let _ = std::fs::remove_dir_all(place);
@@ -65,8 +67,13 @@ pub(crate) fn register_live(place: &Path) {
     }
 }
 
-/// Forgets a place once it is committed or removed.
+/// Forgets a place once it is committed or removed. Not once interrupted: the handler may
+/// read the places after the job has failed and removed its staging folder, and a cluster's
+/// tasks that have not yet stopped can create it again, so the handler removes it once more.
 pub(crate) fn forget_live(place: &Path) {
+    if interrupted() {
+        return;
+    }
     if let Ok(mut live) = LIVE_STAGING.lock() {
         live.retain(|p| p != place);
     }
