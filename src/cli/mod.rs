@@ -12,6 +12,7 @@ use crate::commands::{
 };
 use crate::engine::ballista;
 use crate::error::Result;
+use crate::job::summary::Summary;
 use crate::job::{self, JobRequest};
 use report::report;
 
@@ -72,14 +73,41 @@ pub async fn execute(cli: Cli) -> Result<()> {
 }
 
 /// `run` and `match`: the job, then what it did (unless `--quiet`).
-async fn run_job(mut request: JobRequest, quiet: bool) -> Result<()> {
+async fn run_job(request: JobRequest, quiet: bool) -> Result<()> {
+    let (summary, config) = resolve_and_run(request).await?;
+    if !quiet {
+        report(&summary, &config.output);
+    }
+    Ok(())
+}
+
+async fn resolve_and_run(mut request: JobRequest) -> Result<(Summary, job::JobConfig)> {
     if let Some(index) = &mut request.index {
         index.recorded = crate::index::IndexMeta::of_existing(&index.place()?).await?;
     }
     let config = request.resolve()?;
     let summary = job::run(&config).await?;
-    if !quiet {
-        report(&summary, &config.output);
-    }
-    Ok(())
+    Ok((summary, config))
+}
+
+/// Runs a parsed `run` or `match` and returns its summary without printing the report: the
+/// job for callers other than the terminal (the Python bindings). Other commands are refused.
+pub async fn job_summary(cli: Cli) -> Result<Summary> {
+    let (request, verbose) = match cli.command {
+        Command::Run(args) => {
+            let verbose = args.console.verbose;
+            (args.request(), verbose)
+        }
+        Command::Match(args) => {
+            let verbose = args.console.verbose;
+            (args.request(), verbose)
+        }
+        _ => {
+            return Err(crate::Error::Usage(
+                "only `run` and `match` return a summary".into(),
+            ));
+        }
+    };
+    crate::logging::init(crate::logging::job_default(verbose));
+    Ok(resolve_and_run(request).await?.0)
 }

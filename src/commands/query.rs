@@ -4,9 +4,11 @@
 
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
+use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::csv;
-use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::arrow::error::ArrowError;
 use datafusion::arrow::json::{ArrayWriter, LineDelimitedWriter};
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
@@ -130,6 +132,32 @@ pub async fn query(options: &QueryOptions) -> Result<()> {
             Remote::open(url)?.upload(partial.path(), replace).await
         }
     }
+}
+
+/// Runs `sql` over an output's tables (`data`) and an index's, and gathers the result of the
+/// last statement: `query` for callers other than the terminal (the Python bindings).
+pub async fn query_batches(
+    data: Option<&Path>,
+    index: Option<&Path>,
+    sql: &str,
+) -> Result<(SchemaRef, Vec<RecordBatch>)> {
+    let options = QueryOptions {
+        data: data.map(Path::to_path_buf),
+        index: index.map(Path::to_path_buf),
+        sql: Some(sql.to_string()),
+        format: Format::Parquet,
+        max_rows: usize::MAX,
+        out: None,
+        overwrite: false,
+    };
+    let ctx = query_context(&options).await?;
+    let frame = crate::engine::sql::run_all_but_last(&ctx, sql).await?;
+    let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone());
+    let batches = frame
+        .collect()
+        .await
+        .context(|| "running the query".into())?;
+    Ok((schema, batches))
 }
 
 /// A session with the project's functions, `--data`'s tables and `--index`'s tables.

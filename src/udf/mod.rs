@@ -5,6 +5,7 @@ mod band_key;
 mod band_pairs;
 mod bits;
 mod bucket;
+pub mod ffi;
 mod hamming;
 mod simhash;
 mod similarity;
@@ -21,7 +22,9 @@ pub use bits::{signed_bits_udf, unsigned_bits_udf};
 pub use bucket::bucket_udf;
 pub use hamming::hamming_udf;
 pub(crate) use hamming::wide_value;
-pub use simhash::{clean_text_udf, simhash_details_udf, simhash_sketch_udf, simhash_udf};
+pub use simhash::{
+    clean_text_udf, fingerprints, simhash_details_udf, simhash_sketch_udf, simhash_udf,
+};
 pub use similarity::{sketch_similarity_udf, sketch_type};
 
 /// Every scalar function this crate provides (the aggregate `band_pairs` is registered beside

@@ -280,6 +280,19 @@ impl TextFunc {
     }
 }
 
+/// The `simhash(text, features)` of each text, as the SQL function computes it, outside a query
+/// (the Python bindings' `fingerprint`): UInt64, or FixedSizeBinary(16) with `bits=128`.
+pub fn fingerprints<'a>(
+    texts: impl Iterator<Item = Option<&'a str>>,
+    features: &str,
+) -> Result<ArrayRef> {
+    let featurizer = match Featurizer::cached(features) {
+        Ok(f) => f,
+        Err(e) => return plan_err!("simhash: {e}"),
+    };
+    TextFunc::new(Output::Simhash).apply(&featurizer, texts)
+}
+
 /// The featurizer for an option argument (`None`: the defaults).
 fn featurizer(options: Option<&ScalarValue>) -> std::result::Result<Arc<Featurizer>, String> {
     let text = match options {
@@ -318,44 +331,52 @@ mod tests {
     #[tokio::test]
     async fn golden_fingerprints() {
         // Pinned for every mode: a change here silently invalidates every fingerprint users
-        // have stored. Through SQL and through the Rust function alike.
+        // have stored. Through SQL, the Rust function and `fingerprints` (Python's) alike.
+        let golden = golden();
+        assert_eq!(golden.len(), 7, "every mode is pinned");
         let mut got = Vec::new();
-        for (options, _, _) in GOLDEN {
+        for (options, _, _) in &golden {
             let en = one(&format!("SELECT simhash('{EN}', '{options}')")).await;
             let zh = one(&format!("SELECT simhash('{ZH}', '{options}')")).await;
             let featurizer = crate::text::Featurizer::cached(options).unwrap();
             let rust = |t: &str| featurizer.fingerprint(t, &mut crate::text::Scratch::default());
             assert_eq!((en, zh), (rust(EN).simhash, rust(ZH).simhash), "{options}");
-            got.push((*options, en.unwrap_or(0), zh.unwrap_or(0)));
+            let listed = super::fingerprints([Some(EN), Some(ZH)].into_iter(), options).unwrap();
+            let listed = listed.as_primitive::<UInt64Type>();
+            assert_eq!(
+                (en, zh),
+                (Some(listed.value(0)), Some(listed.value(1))),
+                "{options}"
+            );
+            got.push((options.clone(), en.unwrap_or(0), zh.unwrap_or(0)));
         }
-        assert_eq!(got, GOLDEN, "new values: {got:#?}");
-        assert_eq!(crate::text::simhash(EN), Some(GOLDEN[0].1));
+        assert_eq!(got, golden, "new values: {got:#?}");
+        assert_eq!(crate::text::simhash(EN), Some(golden[0].1));
     }
 
-    /// (options, fingerprint of EN, fingerprint of ZH); the first row is the defaults.
-    const GOLDEN: &[(&str, u64, u64)] = &[
-        ("", 10731280017087788233, 7096124879278926220),
-        // The original system's features: the values the foundation pinned, unchanged.
-        (
-            "mode=jieba_tfidf,t2s=off",
-            13470020231536659540,
-            16606383399977123484,
-        ),
-        ("mode=jieba_tf", 13470020231536659540, 16606383399977123484),
-        ("mode=words", 13470020231536659540, 1913122452491455029),
-        (
-            "mode=shingles,n=2",
-            13857756924371601648,
-            17541053724908911206,
-        ),
-        ("mode=chars,n=4", 9573042787328574823, 4904263071385385769),
-        // Both short under min_features=100: exact hashes of the feature sequence.
-        (
-            "mode=chars,n=2,min_features=100",
-            12761887582032273013,
-            14490251665716790648,
-        ),
-    ];
+    /// (options, fingerprint of EN, fingerprint of ZH), from the fixture the Python tests read
+    /// too; the first row is the defaults.
+    fn golden() -> Vec<(String, u64, u64)> {
+        let doc: serde_json::Value =
+            serde_json::from_str(include_str!("../../fixtures/golden_fingerprints.json")).unwrap();
+        assert_eq!(
+            (doc["texts"]["en"].as_str(), doc["texts"]["zh"].as_str()),
+            (Some(EN), Some(ZH))
+        );
+        doc["fingerprints"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|row| {
+                let value = |key: &str| row[key].as_u64().unwrap();
+                (
+                    row["features"].as_str().unwrap().to_string(),
+                    value("en"),
+                    value("zh"),
+                )
+            })
+            .collect()
+    }
 
     #[tokio::test]
     async fn every_string_type_same_answer_and_null_in_null_out() {
