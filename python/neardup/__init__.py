@@ -1,7 +1,7 @@
 """neardup from Python: its SQL functions inside datafusion-python, and the job itself.
 
     import datafusion, neardup
-    ctx = datafusion.SessionContext()
+    ctx = datafusion.SessionContext().enable_url_table()   # files by path in FROM
     neardup.register(ctx)
     ctx.sql("SELECT id, simhash(text, 'mode=auto') AS h FROM 'crawl.parquet'").to_arrow_table()
 

@@ -82,6 +82,16 @@ def test_every_function_is_registered_in_datafusion_python():
         assert plan.to_arrow_table().column(0)[0].as_py() >= 1, name
 
 
+def test_the_readme_example_queries_a_file_by_path(cli_out):
+    ctx = datafusion.SessionContext().enable_url_table()
+    neardup.register(ctx)
+    got = ctx.sql(f"SELECT id, simhash(text, 'mode=auto') AS h FROM '{SAMPLE}'").to_arrow_table()
+    texts = pq.read_table(SAMPLE, columns=["id", "text"])
+    expected = neardup.fingerprint(texts.column("text").to_pylist(), features="mode=auto")
+    assert dict(zip(got.column("id").to_pylist(), got.column("h").to_pylist())) == dict(
+        zip(texts.column("id").to_pylist(), expected.to_pylist()))
+
+
 @pytest.mark.parametrize("row", GOLDEN["fingerprints"], ids=lambda r: r["features"] or "defaults")
 def test_sql_in_datafusion_python_gives_the_pinned_fingerprints(row):
     en, zh = GOLDEN["texts"]["en"], GOLDEN["texts"]["zh"]
