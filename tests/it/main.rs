@@ -19,6 +19,7 @@ mod hostile_input;
 mod hostile_output;
 mod incremental;
 mod index_on_store;
+mod input_order;
 mod keep;
 mod messages;
 mod object_store;
