@@ -62,8 +62,10 @@ fn session_config(console: &Console) -> SessionConfig {
     let threads = console.threads.unwrap_or(cores).max(1);
     let mut config = SessionConfig::new().with_target_partitions(threads);
     let options = config.options_mut();
-    // One scan per file keeps row numbers in file order (`input_order`); the signature stage
-    // is still parallel, as the planner spreads the rows over partitions before the UDF.
+    // One scan per file: where rows are numbered by their order in the scan (JSON Lines, CSV,
+    // a cluster) that keeps `input_order` in file order, and the planner still spreads the rows
+    // over partitions before the UDF. The signature stage splits Parquet scans itself, where
+    // the reader numbers the rows (`crate::job::source::rows_numbered_by_file`).
     options.optimizer.repartition_file_scans = false;
     // Keep the input's string types in every output (`dedup` keeps the input columns as they are).
     options.execution.parquet.schema_force_view_types = false;

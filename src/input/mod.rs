@@ -37,6 +37,9 @@ pub struct Corpus {
     pub schema: SchemaRef,
     /// Rows in all the files, from their Parquet footers (JSON Lines and CSV are counted).
     pub rows: u64,
+    /// Row groups in all the files, from the footers of local Parquet files; any other file
+    /// counts as one. How far one scan can be split over the cores.
+    pub row_groups: u64,
     /// Hive partition columns (`dt` of `.../dt=2026-11-28/part-0.parquet`), Utf8, in path order.
     pub partition_columns: Vec<String>,
     /// Each file's partition values (NULL for `__HIVE_DEFAULT_PARTITION__`), in the columns'
@@ -639,13 +642,18 @@ pub async fn inspect(found: Vec<(Place, FileFormat)>) -> Result<Corpus> {
     let (files, formats): (Vec<Place>, Vec<FileFormat>) = found.into_iter().unzip();
     let mut schema: Option<SchemaRef> = None;
     let mut rows = 0;
+    let mut row_groups = 0;
     let ctx = crate::engine::session::session_context()?;
     for (file, format) in files.iter().zip(&formats) {
-        let (file_schema, file_rows) = match (file, format.format) {
+        let (file_schema, file_rows, file_row_groups) = match (file, format.format) {
             (Place::Local(path), Format::Parquet) => read_schema(path)?,
-            _ => read_schema_of(&ctx, file, *format).await?,
+            _ => {
+                let (schema, rows) = read_schema_of(&ctx, file, *format).await?;
+                (schema, rows, 1)
+            }
         };
         rows += file_rows;
+        row_groups += file_row_groups;
         match &schema {
             None => schema = Some(file_schema),
             Some(first) => {
@@ -671,6 +679,7 @@ pub async fn inspect(found: Vec<(Place, FileFormat)>) -> Result<Corpus> {
         formats,
         schema: Arc::new(Schema::new(fields)),
         rows,
+        row_groups,
         partition_columns,
         partition_values,
         delta_tables: Vec::new(),
@@ -849,8 +858,8 @@ fn is_string(data_type: &DataType) -> bool {
     )
 }
 
-/// The schema and row count of a Parquet file, from its footer.
-fn read_schema(file: &Path) -> Result<(SchemaRef, u64)> {
+/// The schema, row count and row groups of a Parquet file, from its footer.
+fn read_schema(file: &Path) -> Result<(SchemaRef, u64, u64)> {
     let handle = File::open(file).map_err(|e| Error::io(file, e))?;
     let size = handle.metadata().map_err(|e| Error::io(file, e))?.len();
     if size == 0 {
@@ -866,7 +875,8 @@ fn read_schema(file: &Path) -> Result<(SchemaRef, u64)> {
         ))
     })?;
     let rows = builder.metadata().file_metadata().num_rows().max(0) as u64;
-    Ok((builder.schema().clone(), rows))
+    let row_groups = builder.metadata().num_row_groups() as u64;
+    Ok((builder.schema().clone(), rows, row_groups))
 }
 
 /// The schema and rows of a file DataFusion reads for us: a Parquet file on a store (from its

@@ -91,7 +91,8 @@ pub async fn run(config: &JobConfig) -> Result<Summary> {
         keep: config.keep.clone(),
     };
     let work = async {
-        source::register_corpus(&ctx, &corpus).await?;
+        let on_cluster = config.console.cluster.is_some();
+        source::register_corpus(&ctx, &corpus, on_cluster).await?;
         if let Some(batch) = &batch {
             params.index = Some(batch.prepare(&ctx, &id_type, config.width).await?);
         }
@@ -144,7 +145,10 @@ async fn run_stages(
         Source::Texts { .. } => {
             // The count of documents signed lives in the process that signs them.
             let show = !config.console.quiet && config.console.cluster.is_none();
-            let signatures = sign_texts(ctx, &bindings, corpus.rows, show);
+            let partitions = ctx.state().config().target_partitions();
+            let on_cluster = config.console.cluster.is_some();
+            let split = source::split_scans(corpus, on_cluster, partitions);
+            let signatures = sign_texts(ctx, &bindings, corpus.rows, split, show);
             clock.time("signatures", signatures).await?;
         }
         // A view over the fingerprints given: nothing worth timing.
@@ -160,16 +164,20 @@ async fn run_stages(
     Ok(plan)
 }
 
-/// Stage 1 of `run`: every document's signature, in batches of `TEXT_BATCH_ROWS`.
+/// Stage 1 of `run`: every document's signature, in batches of `TEXT_BATCH_ROWS`. With `split`
+/// (rows numbered by their file's row index) the reading of one file is spread over the cores
+/// too: DataFusion gives each a range of its row groups.
 async fn sign_texts(
     ctx: &SessionContext,
     bindings: &Bindings,
     rows: u64,
+    split: bool,
     show: bool,
 ) -> Result<()> {
     let _bar = crate::progress::StageBar::documents(rows, show);
     run_stage_with(ctx, &stages::SIGNATURES, bindings, |options| {
         options.execution.batch_size = ConfigNonZeroUsize::try_new(TEXT_BATCH_ROWS)?;
+        options.optimizer.repartition_file_scans = split;
         Ok(())
     })
     .await

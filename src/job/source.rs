@@ -184,11 +184,25 @@ fn partition_clause(corpus: &Corpus, columns: &[String]) -> Result<String> {
     Ok(format!("PARTITIONED BY ({})", columns.join(", ")))
 }
 
+/// Whether `corpus_ordered` numbers rows by their place in the file as the Parquet reader
+/// reports it (`file_row_index()`), so that a file's scan may be split across cores and the
+/// numbers stay those of the file. Only in this process: a cluster's plans cross the wire
+/// through datafusion-proto, which does not carry that function's rewrite into the scan, and
+/// JSON Lines and CSV scans have no row index, so those are numbered by one scan in file order.
+pub fn rows_numbered_by_file(corpus: &Corpus, on_cluster: bool) -> bool {
+    !on_cluster && corpus.formats.iter().all(|f| f.format == Format::Parquet)
+}
+
 /// Registers `corpus` (all files, scanned in parallel) and `corpus_ordered` (the same rows with
 /// `__neardup_input_order` = file index * 2^32 + row index; the name cannot clash with an
 /// input column, such as the `input_order` of a run's own signatures). Hive partition folders
 /// of the files are columns of both, after the files' own.
-pub async fn register_corpus(ctx: &SessionContext, corpus: &Corpus) -> Result<()> {
+pub async fn register_corpus(
+    ctx: &SessionContext,
+    corpus: &Corpus,
+    on_cluster: bool,
+) -> Result<()> {
+    let by_file_index = rows_numbered_by_file(corpus, on_cluster);
     let paths: Vec<String> = corpus.files.iter().map(Place::to_string).collect();
     let options = || ParquetReadOptions::default().file_extension("");
     let mut plain = Vec::with_capacity(paths.len());
@@ -210,8 +224,13 @@ pub async fn register_corpus(ctx: &SessionContext, corpus: &Corpus) -> Result<()
             columns.push_str(&format!(", {value} AS {}", quote_ident(name)));
         }
         plain.push(format!("SELECT {columns} FROM {table}"));
+        let row = if by_file_index {
+            "CAST(file_row_index() AS BIGINT)"
+        } else {
+            "CAST(row_number() OVER () AS BIGINT) - 1"
+        };
         ordered.push(format!(
-            "SELECT {columns}, {index} * 4294967296 + CAST(row_number() OVER () AS BIGINT) - 1 AS __neardup_input_order FROM {table}"
+            "SELECT {columns}, {index} * 4294967296 + {row} AS __neardup_input_order FROM {table}"
         ));
     }
     let all_parquet = corpus.formats.iter().all(|f| f.format == Format::Parquet);
@@ -232,6 +251,15 @@ pub async fn register_corpus(ctx: &SessionContext, corpus: &Corpus) -> Result<()
         ordered.join(" UNION ALL ")
     );
     run_statements(ctx, &view, "input order").await
+}
+
+/// Whether the signature stage splits the reading of the files over its `partitions`: when
+/// rows are numbered by the reader and there are row groups enough for each partition to get
+/// a fair share. Otherwise one scan per file reads them and the planner deals its batches out
+/// round-robin; a split scan of one row group would leave every partition but one idle, since
+/// the planner deals out batches only to a scan with fewer partitions than the cores.
+pub fn split_scans(corpus: &Corpus, on_cluster: bool, partitions: usize) -> bool {
+    rows_numbered_by_file(corpus, on_cluster) && corpus.row_groups >= 2 * partitions as u64
 }
 
 /// Stage 0: ids must be present and unique (pairs, groups and dedup refer to documents by id),
@@ -331,6 +359,7 @@ mod tests {
             formats: vec![Default::default()],
             schema: Arc::new(Schema::new(fields)),
             rows: 0,
+            row_groups: 1,
             partition_columns: Vec::new(),
             partition_values: Vec::new(),
             delta_tables: Vec::new(),

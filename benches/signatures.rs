@@ -1,0 +1,215 @@
+//! The signature stage against ClickHouse and against the arithmetic floor, in one run, printed
+//! as a Markdown table.
+//!
+//!     cargo bench --bench signatures                          # debian_docs
+//!     cargo bench --bench signatures -- gen200k.parquet ...   # your Parquet files (a text column)
+//!
+//! For each file, best of three:
+//! - neardup: `neardup run` as its own process with `--threads 1` and `--threads 2`; the
+//!   signature stage's seconds from summary.json (default cleaning, features and sketches);
+//! - its kernel alone: cleaning, features, SimHash and sketch of every text on one thread, in
+//!   this process, with the texts already in memory;
+//! - ClickHouse: `ngramSimHashCaseInsensitiveUTF8(text, 3)` over the file, written as Parquet,
+//!   through the `chdb` package (PyPI) with `max_threads` 1 and 2, timed inside Python after the
+//!   import. The Python is `$NEARDUP_BENCH_PYTHON`, else `~/.cache/neardup/venv/bin/python`;
+//!   without chdb its columns say so;
+//! - the floor: a plain n-gram SimHash written here, no cleaning, one core (Han bigrams, other
+//!   trigrams over the raw characters, XXH3, one integer vote per n-gram, no distinct features,
+//!   no sketch): what the arithmetic costs.
+//!
+//! MB are the bytes of the text column. "vs ClickHouse" is neardup's MB/s over ClickHouse's at
+//! the same threads: 1.0 or more is as fast.
+
+#[path = "common/mod.rs"]
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use neardup::text::{Featurizer, Scratch, is_han};
+use xxhash_rust::xxh3::xxh3_64;
+
+const RUNS: usize = 3;
+
+fn best(mut work: impl FnMut() -> f64) -> f64 {
+    (0..RUNS).map(|_| work()).fold(f64::INFINITY, f64::min)
+}
+
+/// The signature stage's seconds of one `neardup run` at `threads`.
+fn neardup_stage(input: &Path, work: &Path, threads: usize) -> f64 {
+    let output = work.join(format!("out-{threads}"));
+    let status = Command::new(env!("CARGO_BIN_EXE_neardup"))
+        .args([
+            "run",
+            "-q",
+            "--overwrite",
+            "--threads",
+            &threads.to_string(),
+        ])
+        .arg("--input")
+        .arg(input)
+        .arg("--output")
+        .arg(&output)
+        .status()
+        .expect("neardup runs");
+    assert!(status.success(), "neardup run on {}", input.display());
+    common::stage_seconds(&common::summary(&output), "signatures")
+}
+
+fn python() -> PathBuf {
+    std::env::var_os("NEARDUP_BENCH_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let home = std::env::var_os("HOME").unwrap_or_default();
+            Path::new(&home).join(".cache/neardup/venv/bin/python")
+        })
+}
+
+/// ClickHouse's best seconds at each of `threads`, or the reason it could not run.
+fn clickhouse(input: &Path, work: &Path, threads: &[usize]) -> Result<Vec<f64>, String> {
+    let script = r#"
+import sys, time
+import chdb
+path, out, runs = sys.argv[1], sys.argv[2], int(sys.argv[3])
+for threads in sys.argv[4:]:
+    best = float("inf")
+    for _ in range(runs):
+        start = time.perf_counter()
+        chdb.query(
+            f"SELECT ngramSimHashCaseInsensitiveUTF8(text, 3) AS simhash "
+            f"FROM file('{path}', Parquet) INTO OUTFILE '{out}' TRUNCATE FORMAT Parquet "
+            f"SETTINGS max_threads = {threads}")
+        best = min(best, time.perf_counter() - start)
+    print(best)
+"#;
+    let mut command = Command::new(python());
+    command
+        .args(["-c", script])
+        .arg(input)
+        .arg(work.join("clickhouse.parquet"))
+        .arg(RUNS.to_string())
+        .args(threads.iter().map(usize::to_string));
+    let out = command
+        .output()
+        .map_err(|e| format!("{}: {e}", python().display()))?;
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let last = stderr.lines().last().unwrap_or("failed").to_string();
+        return Err(last);
+    }
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| l.trim().parse::<f64>().map_err(|e| format!("{l}: {e}")))
+        .collect()
+}
+
+/// The plain SimHash of one text: n-grams of the raw characters by script run, XXH3, a +1/-1
+/// vote per n-gram on each bit.
+fn floor_simhash(text: &str, votes: &mut [i32; 64]) -> u64 {
+    *votes = [0; 64];
+    let chars: Vec<(usize, char)> = text.char_indices().collect();
+    let mut vote = |gram: &str| {
+        let hash = xxh3_64(gram.as_bytes());
+        for (bit, v) in votes.iter_mut().enumerate() {
+            *v += ((hash >> bit) & 1) as i32 * 2 - 1;
+        }
+    };
+    let mut start = 0;
+    while start < chars.len() {
+        let han = is_han(chars[start].1);
+        let mut end = start;
+        while end < chars.len() && is_han(chars[end].1) == han {
+            end += 1;
+        }
+        let n = if han { 2 } else { 3 };
+        let byte = |i: usize| chars.get(i).map_or(text.len(), |&(at, _)| at);
+        if end - start <= n {
+            vote(&text[byte(start)..byte(end)]);
+        } else {
+            for first in start..=end - n {
+                vote(&text[byte(first)..byte(first + n)]);
+            }
+        }
+        start = end;
+    }
+    votes
+        .iter()
+        .enumerate()
+        .fold(0, |f, (bit, &v)| if v > 0 { f | 1 << bit } else { f })
+}
+
+fn seconds(work: impl FnOnce() -> u64) -> f64 {
+    let start = Instant::now();
+    std::hint::black_box(work());
+    start.elapsed().as_secs_f64()
+}
+
+fn cell(mb: f64, seconds: Option<f64>) -> String {
+    seconds.map_or("-".into(), |s| format!("{s:.3} s ({:.0} MB/s)", mb / s))
+}
+
+#[tokio::main]
+async fn main() {
+    let mut files: Vec<PathBuf> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .map(PathBuf::from)
+        .collect();
+    if files.is_empty() {
+        files.push(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/debian_docs/docs.parquet"),
+        );
+    }
+    let work = tempfile::tempdir().expect("a temporary folder");
+    println!(
+        "| file | MB | neardup stage, 1 thread | 2 threads | scaling | kernel alone, 1 thread | \
+         ClickHouse, 1 thread | 2 threads | vs ClickHouse, 1 / 2 threads | floor, 1 thread |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    for file in &files {
+        let texts = common::texts(file.to_str().expect("a UTF-8 path"), None).await;
+        let mb = texts.iter().map(String::len).sum::<usize>() as f64 / 1e6;
+        let one = best(|| neardup_stage(file, work.path(), 1));
+        let two = best(|| neardup_stage(file, work.path(), 2));
+        let featurizer = Featurizer::cached("").expect("default options");
+        let kernel = best(|| {
+            seconds(|| {
+                let mut scratch = Scratch::default();
+                let mut check = 0u64;
+                for text in &texts {
+                    let printed = featurizer.fingerprint(text, &mut scratch);
+                    check ^= printed.simhash.unwrap_or(0);
+                    check ^= u64::from(featurizer.sketch(&scratch)[0]);
+                }
+                check
+            })
+        });
+        let floor = best(|| {
+            seconds(|| {
+                let mut votes = [0; 64];
+                texts
+                    .iter()
+                    .fold(0, |check, t| check ^ floor_simhash(t, &mut votes))
+            })
+        });
+        let (ch_one, ch_two, versus) = match clickhouse(file, work.path(), &[1, 2]) {
+            Ok(times) if times.len() == 2 => (
+                cell(mb, Some(times[0])),
+                cell(mb, Some(times[1])),
+                format!("{:.2} / {:.2}", times[0] / one, times[1] / two),
+            ),
+            Ok(_) => ("-".into(), "-".into(), "-".into()),
+            Err(why) => (format!("not run: {why}"), "-".into(), "-".into()),
+        };
+        println!(
+            "| {} | {mb:.1} | {} | {} | {:.2}x | {} | {ch_one} | {ch_two} | {versus} | {} |",
+            file.file_name().map_or("?".into(), |n| n.to_string_lossy()),
+            cell(mb, Some(one)),
+            cell(mb, Some(two)),
+            one / two,
+            cell(mb, Some(kernel)),
+            cell(mb, Some(floor)),
+        );
+    }
+}
