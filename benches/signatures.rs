@@ -27,6 +27,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
+use neardup::fingerprint::CountingSimHasher;
 use neardup::text::{Featurizer, Scratch, is_han};
 use xxhash_rust::xxh3::xxh3_64;
 
@@ -104,39 +105,31 @@ for threads in sys.argv[4:]:
         .collect()
 }
 
-/// The plain SimHash of one text: n-grams of the raw characters by script run, XXH3, a +1/-1
-/// vote per n-gram on each bit.
-fn floor_simhash(text: &str, votes: &mut [i32; 64]) -> u64 {
-    *votes = [0; 64];
-    let chars: Vec<(usize, char)> = text.char_indices().collect();
-    let mut vote = |gram: &str| {
-        let hash = xxh3_64(gram.as_bytes());
-        for (bit, v) in votes.iter_mut().enumerate() {
-            *v += ((hash >> bit) & 1) as i32 * 2 - 1;
-        }
-    };
-    let mut start = 0;
-    while start < chars.len() {
-        let han = is_han(chars[start].1);
-        let mut end = start;
-        while end < chars.len() && is_han(chars[end].1) == han {
+/// The plain SimHash of one text: n-grams of the raw characters by script run, XXH3, one vote
+/// per n-gram in the job's integer byte lanes. `starts` is reused across texts.
+fn floor_simhash(text: &str, starts: &mut Vec<usize>, votes: &mut CountingSimHasher) -> u64 {
+    votes.reset();
+    starts.clear();
+    starts.extend(text.char_indices().map(|(at, _)| at));
+    starts.push(text.len());
+    let chars = starts.len() - 1;
+    let han = |i: usize| text[starts[i]..].chars().next().is_some_and(is_han);
+    let mut first = 0;
+    while first < chars {
+        let script = han(first);
+        let mut end = first + 1;
+        while end < chars && han(end) == script {
             end += 1;
         }
-        let n = if han { 2 } else { 3 };
-        let byte = |i: usize| chars.get(i).map_or(text.len(), |&(at, _)| at);
-        if end - start <= n {
-            vote(&text[byte(start)..byte(end)]);
-        } else {
-            for first in start..=end - n {
-                vote(&text[byte(first)..byte(first + n)]);
-            }
+        let n = if script { 2 } else { 3 };
+        let last = if end - first <= n { first } else { end - n };
+        for start in first..=last {
+            let stop = (start + n).min(end);
+            votes.add(xxh3_64(&text.as_bytes()[starts[start]..starts[stop]]), 1);
         }
-        start = end;
+        first = end;
     }
-    votes
-        .iter()
-        .enumerate()
-        .fold(0, |f, (bit, &v)| if v > 0 { f | 1 << bit } else { f })
+    votes.finish().unwrap_or(0)
 }
 
 fn seconds(work: impl FnOnce() -> u64) -> f64 {
@@ -187,10 +180,10 @@ async fn main() {
         });
         let floor = best(|| {
             seconds(|| {
-                let mut votes = [0; 64];
-                texts
-                    .iter()
-                    .fold(0, |check, t| check ^ floor_simhash(t, &mut votes))
+                let (mut starts, mut votes) = (Vec::new(), CountingSimHasher::default());
+                texts.iter().fold(0, |check, t| {
+                    check ^ floor_simhash(t, &mut starts, &mut votes)
+                })
             })
         });
         let (ch_one, ch_two, versus) = match clickhouse(file, work.path(), &[1, 2]) {

@@ -722,6 +722,11 @@ fn partitions(files: &[Place], schema: &SchemaRef) -> Result<Partitions> {
 }
 
 impl Corpus {
+    /// Whether every input file is Parquet.
+    pub fn all_parquet(&self) -> bool {
+        self.formats.iter().all(|f| f.format == Format::Parquet)
+    }
+
     /// The type of column `name`, which the job uses as its `role` column (`--<role>-column`).
     pub fn column_type(&self, name: &str, role: &str) -> Result<DataType> {
         match self.schema.field_with_name(name) {

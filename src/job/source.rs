@@ -16,7 +16,6 @@ use crate::engine::staging::refuse_overlap;
 use crate::error::{Error, QueryContext, Result};
 use crate::index::batch::IndexedBatch;
 use crate::input::Corpus;
-use crate::input::format::Format;
 use crate::job::config::{JobConfig, Source};
 use crate::job::params::SourceParams;
 use crate::storage::Place;
@@ -190,7 +189,7 @@ fn partition_clause(corpus: &Corpus, columns: &[String]) -> Result<String> {
 /// through datafusion-proto, which does not carry that function's rewrite into the scan, and
 /// JSON Lines and CSV scans have no row index, so those are numbered by one scan in file order.
 pub fn rows_numbered_by_file(corpus: &Corpus, on_cluster: bool) -> bool {
-    !on_cluster && corpus.formats.iter().all(|f| f.format == Format::Parquet)
+    !on_cluster && corpus.all_parquet()
 }
 
 /// Registers `corpus` (all files, scanned in parallel) and `corpus_ordered` (the same rows with
@@ -233,8 +232,7 @@ pub async fn register_corpus(
             "SELECT {columns}, {index} * 4294967296 + {row} AS __neardup_input_order FROM {table}"
         ));
     }
-    let all_parquet = corpus.formats.iter().all(|f| f.format == Format::Parquet);
-    if corpus.partition_columns.is_empty() && all_parquet {
+    if corpus.partition_columns.is_empty() && corpus.all_parquet() {
         // One scan over every file, which DataFusion spreads over the cores.
         let all = ctx
             .read_parquet(paths.clone(), options())
