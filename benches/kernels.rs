@@ -3,6 +3,7 @@
 //!
 //!     cargo bench --bench kernels                        # 5,000 debian_docs documents
 //!     NEARDUP_BENCH_DOCS=20000 cargo bench --bench kernels
+//!     NEARDUP_BENCH_ONLY=sketch cargo bench --bench kernels  # the rows whose name holds it
 //!
 //! Texts: the first N documents of `../shared/data/debian_docs/docs.parquet` (Chinese and
 //! English). `simhash` in each feature mode with its cleaning; `hamming`, `bucket` and
@@ -33,6 +34,12 @@ fn best_of_three(mut work: impl FnMut() -> u64) -> (f64, u64) {
     (best, check)
 }
 
+/// Whether a row runs: `NEARDUP_BENCH_ONLY` narrows the table to the rows whose name holds it
+/// (one row under `perf record`, say).
+fn selected(name: &str) -> bool {
+    std::env::var("NEARDUP_BENCH_ONLY").map_or(true, |only| name.contains(&only))
+}
+
 #[tokio::main]
 async fn main() {
     let limit: usize = std::env::var("NEARDUP_BENCH_DOCS")
@@ -61,6 +68,14 @@ async fn main() {
         "mode=chars,n=2",
         "bits=128",
     ] {
+        let name = if options.is_empty() {
+            "defaults"
+        } else {
+            options
+        };
+        if !selected(&format!("simhash `{name}`")) {
+            continue;
+        }
         let featurizer = Featurizer::cached(options).expect("options");
         let (seconds, printed) = best_of_three(|| {
             let mut scratch = Scratch::default();
@@ -69,11 +84,6 @@ async fn main() {
                 .filter(|t| featurizer.fingerprint(t, &mut scratch).features > 0)
                 .count() as u64
         });
-        let name = if options.is_empty() {
-            "defaults"
-        } else {
-            options
-        };
         println!(
             "| simhash `{name}` | {} documents ({printed} with features) | {seconds:.3} | {:.0} | {:.1} |",
             texts.len(),
@@ -82,20 +92,28 @@ async fn main() {
         );
     }
     // What the signature stage computes by default: the fingerprint and the sketch.
-    let featurizer = Featurizer::cached("").expect("options");
-    let (seconds, _) = best_of_three(|| {
-        let mut scratch = Scratch::default();
-        texts.iter().fold(0, |check, t| {
-            featurizer.fingerprint(t, &mut scratch);
-            check ^ u64::from(featurizer.sketch(&scratch)[0])
-        })
-    });
-    println!(
-        "| simhash_sketch `defaults` | {} documents | {seconds:.3} | {:.0} | {:.1} |",
-        texts.len(),
-        texts.len() as f64 / seconds,
-        bytes as f64 / seconds / 1e6
-    );
+    if selected("simhash_sketch `defaults`") {
+        let featurizer = Featurizer::cached("").expect("options");
+        let (seconds, _) = best_of_three(|| {
+            let mut scratch = Scratch::default();
+            texts.iter().fold(0, |check, t| {
+                featurizer.fingerprint(t, &mut scratch);
+                check ^ u64::from(featurizer.sketch(&scratch)[0])
+            })
+        });
+        println!(
+            "| simhash_sketch `defaults` | {} documents | {seconds:.3} | {:.0} | {:.1} |",
+            texts.len(),
+            texts.len() as f64 / seconds,
+            bytes as f64 / seconds / 1e6
+        );
+    }
+    if !["hamming", "bucket", "band_key"]
+        .iter()
+        .any(|name| selected(name))
+    {
+        return;
+    }
     let mut random = SplitMix64(1);
     let fingerprints: Vec<u64> = (0..10_000_000).map(|_| random.next_u64()).collect();
     let n = fingerprints.len();

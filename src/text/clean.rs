@@ -4,6 +4,7 @@
 //! change nothing does not copy the text.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::sync::LazyLock;
 
 use ferrous_opencc::OpenCC;
@@ -148,15 +149,18 @@ fn normalize<'a>(text: &'a str, cleaning: &Cleaning) -> Cow<'a, str> {
         return text;
     }
     if cleaning.nfkc && !is_nfkc(&text) {
-        // Full-width forms and the ideographic space decompose to one ASCII character each, so
-        // narrowing them first leaves the NFKC form as it was, and most Chinese text (its
-        // full-width commas and colons are why it is not NFKC) is then NFKC already: no
-        // decomposition and recomposition of every character.
-        let narrowed = narrow_all(text);
-        text = if is_nfkc(&narrowed) {
-            narrowed
+        // Replacing a character by its compatibility decomposition leaves the NFKC form as it
+        // was (NFKC composes the text's full decomposition, which is the same), and when that
+        // decomposition is ASCII the replacement is all the normalisation does for it. Most
+        // text that is not NFKC is so for such characters alone (the full-width commas and
+        // colons of Chinese text, the ideographic space, no-break spaces, the ellipsis): after
+        // the replacement it is NFKC already, with no decomposition and recomposition of every
+        // character.
+        let replaced = replace(text, spell_ascii_forms);
+        text = if is_nfkc(&replaced) {
+            replaced
         } else {
-            Cow::Owned(narrowed.nfkc().collect())
+            Cow::Owned(replaced.nfkc().collect())
         };
     }
     // Han characters, full-width forms and the ideographic space are all at U+3000 or above,
@@ -209,8 +213,86 @@ fn finish<'a>(mut text: Cow<'a, str>, cleaning: &Cleaning) -> Cow<'a, str> {
 /// (two marks that a letter kept apart become neighbours), never the reverse, and a No only
 /// costs the full normalisation, which is always right.
 fn is_nfkc(text: &str) -> bool {
-    let rest = text.chars().filter(|&c| !c.is_ascii() && !is_common_han(c));
+    let rest = text.chars().filter(|&c| !is_stable_starter(c));
     is_nfkc_quick(rest) == IsNormalized::Yes
+}
+
+/// A bit per Basic Multilingual Plane character that NFKC leaves alone wherever it stands: a
+/// starter (combining class 0) whose quick check is Yes. ASCII, the CJK Unified Ideographs and
+/// most CJK punctuation among them; `is_nfkc` skips them with one load and a mask.
+static STABLE_STARTERS: LazyLock<Vec<u64>> = LazyLock::new(|| {
+    let mut bits = vec![0u64; 0x10000 / 64];
+    for c in (0..0x10000u32).filter_map(char::from_u32) {
+        let stable = unicode_normalization::char::canonical_combining_class(c) == 0
+            && is_nfkc_quick(std::iter::once(c)) == IsNormalized::Yes;
+        if stable {
+            bits[c as usize / 64] |= 1 << (c as usize % 64);
+        }
+    }
+    bits
+});
+
+fn is_stable_starter(c: char) -> bool {
+    let c = c as usize;
+    c < 0x10000 && (STABLE_STARTERS[c / 64] >> (c % 64)) & 1 == 1
+}
+
+/// The characters of the Basic Multilingual Plane outside ASCII whose compatibility
+/// decomposition is ASCII, with it: the ideographic and no-break spaces, the ellipsis (`...`),
+/// the trade mark sign (`TM`), superscript digits and the like. A bit per character says which
+/// (most characters of a Chinese page are looked up and are not one).
+struct AsciiForms {
+    bits: Vec<u64>,
+    spelled: HashMap<char, String>,
+}
+
+static ASCII_FORMS: LazyLock<AsciiForms> = LazyLock::new(|| {
+    let spelled: HashMap<char, String> = (0x80..0x10000u32)
+        .filter_map(char::from_u32)
+        .filter_map(|c| {
+            let spelled: String = std::iter::once(c).nfkd().collect();
+            spelled.is_ascii().then_some((c, spelled))
+        })
+        .collect();
+    let mut bits = vec![0u64; 0x10000 / 64];
+    for &c in spelled.keys() {
+        bits[c as usize / 64] |= 1 << (c as usize % 64);
+    }
+    AsciiForms { bits, spelled }
+});
+
+impl AsciiForms {
+    fn spelling(&self, c: char) -> Option<&str> {
+        let at = c as usize;
+        if at >= 0x10000 || (self.bits[at / 64] >> (at % 64)) & 1 == 0 {
+            return None;
+        }
+        self.spelled.get(&c).map(String::as_str)
+    }
+}
+
+/// The text with each character of `ASCII_FORMS` spelled in ASCII. The full-width forms, the
+/// most common by far, are narrowed without a lookup.
+fn spell_ascii_forms(text: &str) -> Cow<'_, str> {
+    let forms = &*ASCII_FORMS;
+    let Some((first, _)) = text
+        .char_indices()
+        .find(|&(_, c)| forms.spelling(c).is_some())
+    else {
+        return Cow::Borrowed(text);
+    };
+    let mut out = String::with_capacity(text.len());
+    out.push_str(&text[..first]);
+    for c in text[first..].chars() {
+        if is_wide(c) {
+            out.push(narrow(c));
+        } else if let Some(spelled) = forms.spelling(c) {
+            out.push_str(spelled);
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
 }
 
 fn narrow_all(text: Cow<'_, str>) -> Cow<'_, str> {
@@ -436,6 +518,37 @@ mod tests {
                 "case {case}: {text:?}"
             );
         }
+    }
+
+    #[test]
+    fn the_nfkc_step_is_nfkc() {
+        // Oracle: the crate's NFKC of the whole text. Random mixes of what the shortcuts
+        // handle (ASCII forms spelled out, starters skipped by the check) and what they must
+        // leave to the full normalisation (combining marks after spelled-out letters, Hangul
+        // jamo, compatibility ideographs and ligatures).
+        let pieces = [
+            "a", "Z", " ", "ＡＢ", "ｘ", "\u{3000}", "\u{A0}", "…", "™", "²", "①", "ﬁ", "\u{301}",
+            "\u{308}", "\u{323}", "e", "中文", "。", "「", "」", "⾞", "\u{F96B}", "\u{1100}",
+            "\u{1161}", "\u{11A8}", "가", "ﾄ", "ｶﾞ", "µ", "´", "½", "\u{2011}",
+        ];
+        let step = only("nfkc");
+        let mut random = crate::rng::SplitMix64(11);
+        for case in 0..5000 {
+            let text: String = (0..random.below(12))
+                .map(|_| pieces[random.below(pieces.len())])
+                .collect();
+            let expected: String = text.nfkc().collect();
+            assert_eq!(clean(&text, &step), expected, "case {case}: {text:?}");
+        }
+        for (&c, spelled) in &ASCII_FORMS.spelled {
+            if is_wide(c) {
+                assert_eq!(narrow(c).to_string(), *spelled, "{c:?}");
+            }
+        }
+        assert_eq!(ASCII_FORMS.spelling('…'), Some("..."));
+        assert_eq!(ASCII_FORMS.spelling('中'), None);
+        assert!(is_stable_starter('中') && is_stable_starter('a') && is_stable_starter('。'));
+        assert!(!is_stable_starter('\u{301}') && !is_stable_starter('\u{A0}'));
     }
 
     #[test]

@@ -21,7 +21,7 @@ mod words;
 
 use std::borrow::Cow;
 use std::collections::hash_map::Entry;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, LazyLock, Mutex};
 
@@ -82,8 +82,12 @@ pub struct Featurizer {
 pub struct Scratch {
     hasher: SimHasher,
     counting: CountingSimHasher,
-    /// Position of each distinct feature (by its hash, the low 64 bits of a 128-bit one) in
-    /// `features`, which keeps first-occurrence order and the summed weight.
+    /// The distinct feature hashes of a document whose features were counted (64 bits, weight
+    /// one per occurrence): `counted` says the last document was one.
+    distinct: DistinctHashes,
+    counted: bool,
+    /// Otherwise: position of each distinct feature (by its hash, the low 64 bits of a 128-bit
+    /// one) in `features`, which keeps first-occurrence order and the summed weight.
     index: FeatureIndex,
     features: Vec<(u128, f64)>,
     buffer: String,
@@ -93,6 +97,9 @@ pub struct Scratch {
 
 /// Finds a feature's entry in `Scratch::features` by its (low 64-bit) hash.
 type FeatureIndex = HashMap<u64, usize, BuildHasherDefault<IdentityHasher>>;
+
+/// The distinct 64-bit feature hashes of a document.
+type DistinctHashes = HashSet<u64, BuildHasherDefault<IdentityHasher>>;
 
 /// Feature hashes are already uniform 64-bit values: hashing them again to find repeats would
 /// only cost time.
@@ -159,20 +166,30 @@ impl Featurizer {
     /// on `scratch` (no second pass over the text): what verifies a candidate pair.
     pub fn sketch(&self, scratch: &Scratch) -> [u8; sketch::SKETCH_BYTES] {
         let mut builder = sketch::SketchBuilder::default();
-        for &(hash, _) in &scratch.features {
-            // The low 64 bits: a 64-bit feature hash whole, or half of a 128-bit one.
-            builder.add(hash as u64);
+        if scratch.counted {
+            for &hash in &scratch.distinct {
+                builder.add(hash);
+            }
+        } else {
+            for &(hash, _) in &scratch.features {
+                // The low 64 bits: a 64-bit feature hash whole, or half of a 128-bit one.
+                builder.add(hash as u64);
+            }
         }
         builder.finish()
     }
 
-    /// Fingerprints one document. Repeats of a feature are summed first and the sum votes
-    /// once: with the integer weights of the n-gram and word modes that is exactly the vote of
-    /// each occurrence, at one SimHash update per distinct feature instead of one per n-gram.
+    /// Fingerprints one document. In the n-gram and word modes at 64 bits every occurrence
+    /// of a feature votes one in integer lanes as it is cut, and only the set of distinct
+    /// hashes is kept (for the count and the sketch). Otherwise (TF-IDF weights, 128 bits)
+    /// repeats are summed first and the sum votes once in floating point; for whole-number
+    /// weights both give the same bits.
     pub fn fingerprint(&self, text: &str, scratch: &mut Scratch) -> Fingerprint {
         let Scratch {
             hasher,
             counting,
+            distinct,
+            counted,
             index,
             features,
             buffer,
@@ -180,12 +197,19 @@ impl Featurizer {
         } = scratch;
         let cleaned = self.cleaned_for_features(text, letters);
         let wide = self.options.width == crate::fingerprint::Width::Bits128;
-        self.collect_distinct_features(&cleaned, wide, buffer, index, features);
-        let count = features.len();
+        *counted = self.counts_occurrences(wide);
+        let count = if *counted {
+            self.count_features(&cleaned, buffer, counting, distinct)
+        } else {
+            self.collect_distinct_features(&cleaned, wide, buffer, index, features);
+            features.len()
+        };
         let (simhash, simhash128) = if self.matches_exact_copies_only(count) {
             self.exact_sequence_hash(&cleaned, wide, buffer)
+        } else if *counted {
+            (counting.finish(), None)
         } else {
-            self.simhash_vote(hasher, counting, features, wide)
+            float_vote(hasher, features, wide)
         };
         Fingerprint {
             simhash,
@@ -222,6 +246,31 @@ impl Featurizer {
         } else {
             self.clean(text)
         }
+    }
+
+    /// Whether every feature weighs one per occurrence and votes in integers: the n-gram and
+    /// word modes at 64 bits.
+    fn counts_occurrences(&self, wide: bool) -> bool {
+        !wide && !matches!(self.options.mode, Mode::JiebaTfidf | Mode::JiebaTf)
+    }
+
+    /// Votes each occurrence of each feature into `counting` and keeps the distinct hashes in
+    /// `distinct`; returns their number.
+    fn count_features(
+        &self,
+        cleaned: &str,
+        buffer: &mut String,
+        counting: &mut CountingSimHasher,
+        distinct: &mut DistinctHashes,
+    ) -> usize {
+        counting.reset();
+        distinct.clear();
+        self.for_each_feature(cleaned, buffer, |feature, _| {
+            let hash = feature_hash(feature);
+            counting.add(hash, 1);
+            distinct.insert(hash);
+        });
+        distinct.len()
     }
 
     /// Fills `features` with each distinct feature once, in first-seen order, weights summed.
@@ -264,21 +313,6 @@ impl Featurizer {
             (None, Some(sequence.digest128()))
         } else {
             (Some(sequence.digest()), None)
-        }
-    }
-
-    /// The weighted bit vote of the distinct features; integer arithmetic when weights are counts.
-    fn simhash_vote(
-        &self,
-        hasher: &mut SimHasher,
-        counting: &mut CountingSimHasher,
-        features: &[(u128, f64)],
-        wide: bool,
-    ) -> Simhashes {
-        if !wide && !matches!(self.options.mode, Mode::JiebaTfidf | Mode::JiebaTf) {
-            (counting_vote64(counting, features), None)
-        } else {
-            float_vote(hasher, features, wide)
         }
     }
 
@@ -336,15 +370,6 @@ fn add_distinct(
             features.push((hash, weight));
         }
     }
-}
-
-/// Whole-number weights (occurrence counts) at 64 bits: the same vote without floating point.
-fn counting_vote64(counting: &mut CountingSimHasher, features: &[(u128, f64)]) -> Option<u64> {
-    counting.reset();
-    for &(hash, weight) in features {
-        counting.add(hash as u64, weight as u64);
-    }
-    counting.finish()
 }
 
 /// The floating-point vote, for TF-IDF weights and for every 128-bit fingerprint.
