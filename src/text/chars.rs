@@ -5,23 +5,42 @@
 use super::is_han;
 
 /// Script-aware n-grams (`mode=auto`): `letters` cut into runs of Han and of other characters;
-/// Han runs give `n_han`-grams, the others `n_other`-grams, and no n-gram straddles the two,
+/// Han runs give `N_HAN`-grams, the others `N_OTHER`-grams, and no n-gram straddles the two,
 /// so English terms inside Chinese prose (and the reverse) give the same features they would
-/// alone.
-pub fn for_each_script_ngram(letters: &str, n_han: usize, n_other: usize, mut f: impl FnMut(&str)) {
+/// alone. A run shorter than its n is one feature. One pass over the characters: the start of
+/// each of the run's last few characters is kept in a small ring, so an n-gram is the slice from
+/// the start `n - 1` characters back to the end of the current one.
+pub fn for_each_script_ngram<const N_HAN: usize, const N_OTHER: usize>(
+    letters: &str,
+    mut f: impl FnMut(&str),
+) {
+    const RING: usize = 8;
+    const { assert!(N_HAN >= 1 && N_HAN <= RING && N_OTHER >= 1 && N_OTHER <= RING) };
     if letters.is_ascii() {
-        for_each_ngram(letters, n_other, f);
+        for_each_ngram(letters, N_OTHER, f);
         return;
     }
-    let mut rest = letters;
-    while let Some(first) = rest.chars().next() {
-        let han = is_han(first);
-        let end = rest
-            .char_indices()
-            .find(|&(_, c)| is_han(c) != han)
-            .map_or(rest.len(), |(i, _)| i);
-        for_each_ngram(&rest[..end], if han { n_han } else { n_other }, &mut f);
-        rest = &rest[end..];
+    let length = |han: bool| if han { N_HAN } else { N_OTHER };
+    let mut starts = [0usize; RING];
+    // The current run: whether it is Han, where it starts, how many characters it has.
+    let (mut han, mut run_start, mut run_length) = (false, 0, 0);
+    for (at, c) in letters.char_indices() {
+        let is_han = is_han(c);
+        if is_han != han || run_length == 0 {
+            if run_length > 0 && run_length < length(han) {
+                f(&letters[run_start..at]);
+            }
+            (han, run_start, run_length) = (is_han, at, 0);
+        }
+        starts[run_length % RING] = at;
+        run_length += 1;
+        let n = length(han);
+        if run_length >= n {
+            f(&letters[starts[(run_length - n) % RING]..at + c.len_utf8()]);
+        }
+    }
+    if run_length > 0 && run_length < length(han) {
+        f(&letters[run_start..]);
     }
 }
 
@@ -75,7 +94,7 @@ mod tests {
 
     fn script_grams(text: &str) -> Vec<String> {
         let mut out = Vec::new();
-        for_each_script_ngram(&letters(text), 2, 3, |g| out.push(g.to_string()));
+        for_each_script_ngram::<2, 3>(&letters(text), |g| out.push(g.to_string()));
         out
     }
 
@@ -103,5 +122,39 @@ mod tests {
             ["Deb", "ebi", "bia", "ian", "系统"]
         );
         assert!(script_grams(" ... ").is_empty());
+        assert_eq!(
+            script_grams("a中b文字cd"),
+            ["a", "中", "b", "文字", "cd"],
+            "runs shorter than n"
+        );
+    }
+
+    /// Oracle: each run cut on its own by `for_each_ngram`, on random mixes of Han, other
+    /// letters of one to four bytes, and runs of every length around n.
+    #[test]
+    fn script_runs_are_each_runs_ngrams() {
+        let pieces = ["中", "文字", "𠀀", "a", "bc", "é", "Ж", "1", "가", "ß", "𝒜"];
+        let mut random = crate::rng::SplitMix64(5);
+        for case in 0..3000 {
+            let text: String = (0..random.below(20))
+                .map(|_| pieces[random.below(pieces.len())])
+                .collect();
+            let mut expected = Vec::new();
+            let mut rest = text.as_str();
+            while let Some(first) = rest.chars().next() {
+                let han = is_han(first);
+                let end = rest
+                    .char_indices()
+                    .find(|&(_, c)| is_han(c) != han)
+                    .map_or(rest.len(), |(i, _)| i);
+                for_each_ngram(&rest[..end], if han { 2 } else { 3 }, |g| {
+                    expected.push(g.to_string())
+                });
+                rest = &rest[end..];
+            }
+            let mut got = Vec::new();
+            for_each_script_ngram::<2, 3>(&text, |g| got.push(g.to_string()));
+            assert_eq!(got, expected, "case {case}: {text:?}");
+        }
     }
 }

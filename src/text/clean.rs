@@ -14,6 +14,7 @@ use unicode_normalization::{IsNormalized, UnicodeNormalization, is_nfkc_quick};
 use super::is_han;
 use super::markup::strip_markup;
 use super::options::{Cleaning, OptionError, T2s};
+use super::t2s_table::T2sTable;
 
 /// OpenCC's Traditional-to-Simplified conversion (characters, and phrases only where a character
 /// is ambiguous), loaded once. Not the Taiwan-vocabulary variant (`tw2sp`, 軟體 -> 软件): it
@@ -28,31 +29,30 @@ static T2S: LazyLock<Result<OpenCC, String>> =
 static TW2SP: LazyLock<Result<OpenCC, String>> =
     LazyLock::new(|| OpenCC::from_config(BuiltinConfig::Tw2sp).map_err(|e| e.to_string()));
 
-/// The characters of the Basic Multilingual Plane's Han blocks that the conversion changes on
-/// their own: a text with none of them is not Traditional and skips the conversion, which is
-/// most of its cost (Simplified and non-Chinese text go through at no charge). Found by
-/// converting every character once, one per line so no two form a phrase.
-static TRADITIONAL: LazyLock<Vec<u64>> = LazyLock::new(|| {
-    let mut bits = vec![0u64; 0x10000 / 64];
-    let Ok(converter) = &*T2S else {
-        return bits;
-    };
+/// The T2S conversion by table (`T2sTable`), what every Han run with a character that could
+/// change goes through.
+static T2S_TABLE: LazyLock<Option<T2sTable>> = LazyLock::new(|| {
+    let converter = T2S.as_ref().ok()?;
     let han: Vec<char> = ('\u{3400}'..='\u{9FFF}')
         .chain('\u{F900}'..='\u{FAFF}')
         .filter(|&c| is_han(c))
         .collect();
-    let lines: String = han.iter().flat_map(|&c| [c, '\n']).collect();
-    let converted = converter.convert(&lines);
-    let changed: Vec<char> = han
-        .iter()
-        .zip(converted.split('\n'))
-        .filter(|(c, out)| out.chars().ne(std::iter::once(**c)))
-        .map(|(c, _)| *c)
-        .collect();
+    Some(T2sTable::new(converter, &han))
+});
+
+/// The characters of the Basic Multilingual Plane's Han blocks that the conversion changes on
+/// their own: a text with none of them is not Traditional and skips the conversion (Simplified
+/// and non-Chinese text go through at no charge).
+static TRADITIONAL: LazyLock<Vec<u64>> = LazyLock::new(|| {
+    let mut bits = vec![0u64; 0x10000 / 64];
+    let Some(table) = &*T2S_TABLE else {
+        return bits;
+    };
     // Characters the conversion keeps alone but changes inside phrases (回覆 -> 回复, 瞭解 ->
-    // 了解, 沈默 -> 沉默, 藉口 -> 借口, 牴觸 -> 抵触, 衹 in 衹是), from OpenCC's TSPhrases.
-    for c in changed
-        .into_iter()
+    // 了解, 沈默 -> 沉默, 藉口 -> 借口, 牴觸 -> 抵触, 衹 in 衹是), from OpenCC's TSPhrases; a
+    // test checks every phrase that changes holds one of them or a character that changes alone.
+    for c in table
+        .changed_alone()
         .chain(['覆', '瞭', '沈', '藉', '牴', '衹'])
     {
         bits[c as usize / 64] |= 1 << (c as usize % 64);
@@ -89,13 +89,19 @@ pub fn clean<'a>(text: &'a str, cleaning: &Cleaning) -> Cow<'a, str> {
 }
 
 /// The letters and digits of the cleaned text, in order, into `out`: exactly
-/// `clean(text).chars().filter(char::is_alphanumeric)`, which is all the n-gram modes read, in
-/// one pass and without the copies the case and spacing steps make. Spacing only moves spaces,
-/// which are dropped here anyway, and lower-casing is per character except for a capital sigma
-/// (final or not depends on the next letter), which takes the general path.
+/// `clean(text).chars().filter(char::is_alphanumeric)`, which is all the n-gram modes read.
+/// Most texts take one pass after the markup (`letters_in_one_pass`); the others take the
+/// steps one after the other, without the copies the case and spacing steps make. Spacing only
+/// moves spaces, which are dropped here anyway, and lower-casing is per character except for a
+/// capital sigma (final or not depends on the next letter), which takes the general path.
 pub fn alphanumerics(text: &str, cleaning: &Cleaning, out: &mut String) {
     out.clear();
-    let text = normalize(text, cleaning);
+    let text = strip_markup_if(text, cleaning);
+    if !cleaning.cjk_only && letters_by_table(&text, cleaning, out) {
+        return;
+    }
+    out.clear();
+    let text = normalize_characters(text, cleaning);
     if cleaning.cjk_only || (cleaning.case && text.contains('Σ')) {
         out.extend(
             finish(text, cleaning)
@@ -132,6 +138,195 @@ pub fn alphanumerics(text: &str, cleaning: &Cleaning, out: &mut String) {
     }
 }
 
+/// `alphanumerics` of a text without markup by `letters_in_one_pass`, when it can: in one
+/// pass, or for a Traditional text whose other characters are simple, in one pass after the
+/// script step has converted its Han runs. That order gives the same letters as NFKC first:
+/// such a text's NFKC only spells ASCII forms, which are not Han, so the runs the script step
+/// converts are the same either way. False when the text needs the steps one after the other.
+fn letters_by_table(text: &str, cleaning: &Cleaning, out: &mut String) -> bool {
+    let stops = CharClass::stops(cleaning);
+    match letters_in_one_pass(text, cleaning, stops, out) {
+        Pass::Done => true,
+        Pass::General => false,
+        Pass::Script => {
+            let Ok(converter) = &*T2S else {
+                return false;
+            };
+            let converted = simplify_han_runs(text, converter);
+            out.clear();
+            // Converted once: a character flagged as Traditional that remains (覆 in 覆盖)
+            // is Simplified text, as the script step leaves it.
+            let stops = stops & !CharClass::TRADITIONAL;
+            matches!(
+                letters_in_one_pass(&converted, cleaning, stops, out),
+                Pass::Done
+            )
+        }
+    }
+}
+
+/// How far `letters_in_one_pass` got.
+#[derive(Debug, PartialEq, Eq)]
+enum Pass {
+    /// `out` holds the letters.
+    Done,
+    /// Every character is simple but for Traditional ones, which the script step may change.
+    Script,
+    /// A character needs the steps one after the other.
+    General,
+}
+
+/// The letters of a text without markup in one pass and one table lookup per character, when
+/// every character is one that the enabled steps either leave alone wherever it stands or, for
+/// NFKC, spell in ASCII by itself (full-width forms, the ideographic space, the ellipsis).
+/// `General` at the first character that needs the steps one after the other: one NFKC may
+/// change together with its neighbours, one lower-casing changes (a capital sigma among
+/// them), one outside the Basic Multilingual Plane, and one of the `stops` classes. Why the
+/// result is the same: the NFKC step spells such a text's ASCII forms and stops there
+/// (`normalize_characters`), the width and script steps then find nothing to change, and
+/// lower-casing changes only ASCII capitals. With the character-level script step on, a
+/// Traditional character is noted (`Script`) and the pass goes on.
+fn letters_in_one_pass(text: &str, cleaning: &Cleaning, stops: u8, out: &mut String) -> Pass {
+    let script = stops & CharClass::TRADITIONAL;
+    let stop = stops & !script;
+    let mut traditional = false;
+    let classes = &*CHAR_CLASSES;
+    let ascii = if cleaning.case {
+        &ASCII_LETTERS_LOWERED
+    } else {
+        &ASCII_LETTERS
+    };
+    let bytes = text.as_bytes();
+    let mut at = 0;
+    while let Some(&byte) = bytes.get(at) {
+        // ASCII by a table: the letter or digit as the case step leaves it, or 0.
+        if byte.is_ascii() {
+            let letter = ascii[usize::from(byte)];
+            if letter != 0 {
+                out.push(char::from(letter));
+            }
+            at += 1;
+            continue;
+        }
+        let Some(c) = text[at..].chars().next() else {
+            break;
+        };
+        let width = c.len_utf8();
+        let Some(&class) = classes.get(c as usize) else {
+            return Pass::General;
+        };
+        // An ASCII form is ASCII before the steps after NFKC see it: its own case, width or
+        // script do not matter.
+        if cleaning.nfkc && class & CharClass::ASCII_FORM != 0 {
+            let spelled = ASCII_FORMS.spelling(c).unwrap_or_default();
+            for b in spelled.bytes() {
+                let letter = ascii[usize::from(b & 0x7F)];
+                if letter != 0 {
+                    out.push(char::from(letter));
+                }
+            }
+        } else if class & stop != 0 {
+            return Pass::General;
+        } else {
+            traditional |= class & script != 0;
+            if class & CharClass::LETTER != 0 {
+                // The character's own bytes: no encoding it again.
+                out.push_str(&text[at..at + width]);
+            }
+        }
+        at += width;
+    }
+    if traditional {
+        Pass::Script
+    } else {
+        Pass::Done
+    }
+}
+
+/// Each ASCII byte as `alphanumerics` keeps it: letters and digits as they are, the rest 0.
+static ASCII_LETTERS: [u8; 128] = ascii_letters(false);
+
+/// The same with capitals lower-cased (the case step).
+static ASCII_LETTERS_LOWERED: [u8; 128] = ascii_letters(true);
+
+const fn ascii_letters(lower: bool) -> [u8; 128] {
+    let mut table = [0u8; 128];
+    let mut byte = 0;
+    while byte < 128 {
+        let b = byte as u8;
+        if b.is_ascii_alphanumeric() {
+            table[byte] = if lower { b.to_ascii_lowercase() } else { b };
+        }
+        byte += 1;
+    }
+    table
+}
+
+/// What the cleaning may do to a character of the Basic Multilingual Plane, a bit each; one
+/// byte per character in `CHAR_CLASSES`.
+struct CharClass;
+
+impl CharClass {
+    /// A letter or digit: what the n-gram modes keep.
+    const LETTER: u8 = 1;
+    /// NFKC spells it in ASCII by itself (`ASCII_FORMS`).
+    const ASCII_FORM: u8 = 1 << 1;
+    /// NFKC may change it or its neighbours: not a stable starter, and not an ASCII form.
+    const NFKC: u8 = 1 << 2;
+    /// A full-width form or the ideographic space (the width step).
+    const WIDE: u8 = 1 << 3;
+    /// The character-level script step may change it (`is_traditional`).
+    const TRADITIONAL: u8 = 1 << 4;
+    /// A Han character: the Taiwan-vocabulary script step converts every text that has one.
+    const HAN: u8 = 1 << 5;
+    /// Lower-casing changes it.
+    const CASED: u8 = 1 << 6;
+
+    /// The classes that `letters_in_one_pass` leaves to the general path under `cleaning`.
+    fn stops(cleaning: &Cleaning) -> u8 {
+        let mut stops = 0;
+        if cleaning.nfkc {
+            stops |= Self::NFKC;
+        } else if cleaning.width {
+            stops |= Self::WIDE;
+        }
+        stops |= match cleaning.t2s {
+            T2s::Off => 0,
+            T2s::Characters => Self::TRADITIONAL,
+            T2s::Taiwan => Self::HAN,
+        };
+        if cleaning.case {
+            stops |= Self::CASED;
+        }
+        stops
+    }
+}
+
+static CHAR_CLASSES: LazyLock<Vec<u8>> = LazyLock::new(|| {
+    (0..0x10000u32)
+        .map(|code| {
+            // Surrogates are no characters, and no text holds them.
+            let Some(c) = char::from_u32(code) else {
+                return CharClass::NFKC;
+            };
+            let ascii_form = ASCII_FORMS.spelling(c).is_some();
+            let flags = [
+                (c.is_alphanumeric(), CharClass::LETTER),
+                (ascii_form, CharClass::ASCII_FORM),
+                (!ascii_form && !is_stable_starter(c), CharClass::NFKC),
+                (is_wide(c), CharClass::WIDE),
+                (is_traditional(c), CharClass::TRADITIONAL),
+                (is_han(c), CharClass::HAN),
+                (!c.to_lowercase().eq([c]), CharClass::CASED),
+            ];
+            flags
+                .iter()
+                .filter(|(set, _)| *set)
+                .fold(0, |class, (_, bit)| class | bit)
+        })
+        .collect()
+});
+
 /// The CJK Unified Ideographs block, every code point of which is an assigned letter without
 /// case (checked by a test against the standard library's tables).
 fn is_common_han(c: char) -> bool {
@@ -139,12 +334,23 @@ fn is_common_han(c: char) -> bool {
 }
 
 /// The steps that change which characters a text is written with: markup, NFKC, width and
-/// script. ASCII text (after the markup) has nothing for the last three to do.
+/// script.
 fn normalize<'a>(text: &'a str, cleaning: &Cleaning) -> Cow<'a, str> {
-    let mut text = Cow::Borrowed(text);
+    normalize_characters(strip_markup_if(text, cleaning), cleaning)
+}
+
+/// The markup step.
+fn strip_markup_if<'a>(text: &'a str, cleaning: &Cleaning) -> Cow<'a, str> {
+    let text = Cow::Borrowed(text);
     if cleaning.html {
-        text = replace(text, strip_markup);
+        replace(text, strip_markup)
+    } else {
+        text
     }
+}
+
+/// NFKC, width and script, after the markup. ASCII text has nothing for them to do.
+fn normalize_characters<'a>(mut text: Cow<'a, str>, cleaning: &Cleaning) -> Cow<'a, str> {
     if text.is_ascii() {
         return text;
     }
@@ -308,7 +514,9 @@ fn narrow_all(text: Cow<'_, str>) -> Cow<'_, str> {
 /// of the T2S dictionaries (TSPhrases, TSCharacters) is Han characters only, so no match starts
 /// outside a run or crosses its end; and every phrase that changes holds a character that
 /// changes alone or is one of `TRADITIONAL`'s listed exceptions. Spares the dictionary lookup
-/// at each Latin letter, digit and punctuation mark of a Chinese page.
+/// at each Latin letter, digit and punctuation mark of a Chinese page; a run goes through the
+/// table (`T2sTable`), or the converter when it holds a character beyond the Basic
+/// Multilingual Plane.
 fn simplify_han_runs<'a>(text: &'a str, converter: &OpenCC) -> Cow<'a, str> {
     let could_change = |c: char| is_traditional(c) || (c > '\u{FFFF}' && is_han(c));
     let mut out = String::new();
@@ -323,8 +531,13 @@ fn simplify_han_runs<'a>(text: &'a str, converter: &OpenCC) -> Cow<'a, str> {
             continue;
         }
         if let Some((start, true)) = run {
-            let converted = converter.convert(&text[start..at]);
-            if converted != text[start..at] {
+            let run = &text[start..at];
+            let converted = match &*T2S_TABLE {
+                Some(table) => table.convert_run(run),
+                None => None,
+            }
+            .unwrap_or_else(|| converter.convert(run));
+            if converted != run {
                 out.push_str(&text[copied..start]);
                 out.push_str(&converted);
                 copied = at;
@@ -464,6 +677,16 @@ mod tests {
                 t2s: T2s::Taiwan,
                 ..default.clone()
             },
+            Cleaning {
+                nfkc: false,
+                width: false,
+                t2s: T2s::Off,
+                ..default.clone()
+            },
+            Cleaning {
+                html: false,
+                ..default.clone()
+            },
         ];
         let texts = [
             "Plain ASCII, with Punctuation!",
@@ -493,6 +716,42 @@ mod tests {
             "车",
             "NFKC gives 車, then the script step"
         );
+        // Random mixes of what the one pass takes (ASCII, Simplified Han, CJK punctuation,
+        // ASCII forms of every kind) and what sends a text to the steps one after the other
+        // (Traditional characters, capitals beyond ASCII, combining marks, characters beyond
+        // the Basic Multilingual Plane, markup and entities), under every cleaning.
+        let pieces = [
+            "a", "Z", "9", " ", "-", "中文", "软件", "。", "「", "，", "ＡＢ", "ｚ", "\u{3000}",
+            "\u{A0}", "…", "™", "²", "①", "ﬁ", "體", "回覆", "É", "é", "Σ", "ǅ", "\u{301}", "𠀀",
+            "𝒜", "<b>", "&amp;", "&#x4E2D;", "ß", "İ", "⾞",
+        ];
+        let mut random = crate::rng::SplitMix64(13);
+        for case in 0..4000 {
+            let text: String = (0..random.below(16))
+                .map(|_| pieces[random.below(pieces.len())])
+                .collect();
+            for cleaning in &options {
+                alphanumerics(&text, cleaning, &mut out);
+                let expected: String = clean(&text, cleaning)
+                    .chars()
+                    .filter(|c| c.is_alphanumeric())
+                    .collect();
+                assert_eq!(out, expected, "case {case}: {text:?} with {cleaning:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn every_phrase_that_changes_holds_a_character_that_flags_its_run() {
+        let table = T2S_TABLE.as_ref().expect("the T2S table builds");
+        let mut phrases = 0;
+        for (key, value) in table.phrases() {
+            phrases += 1;
+            if key != value {
+                assert!(key.chars().any(is_traditional), "{key} -> {value}");
+            }
+        }
+        assert!(phrases > 200, "{phrases} phrase keys");
     }
 
     #[test]
@@ -502,15 +761,32 @@ mod tests {
         let Ok(converter) = &*T2S else {
             panic!("the T2S dictionaries load");
         };
-        let pieces = [
+        let mut pieces: Vec<String> = [
             "軟體", "檔案", "回覆", "瞭解", "沈默", "藉口", "牴觸", "衹是", "這個", "网络", "程序",
             "乾燥", "乾隆", "頭髮", "發展", "𠀀", "a", "Debian ", "，", "。", " ", "1", "的", "裡",
             "著", "後",
-        ];
+        ]
+        .map(String::from)
+        .to_vec();
+        // Every phrase key, its first and last halves (so phrases overlap and break off), and
+        // characters that change alone.
+        let table = T2S_TABLE.as_ref().expect("the T2S table builds");
+        for (key, _) in table.phrases() {
+            let middle = key
+                .char_indices()
+                .nth(key.chars().count() / 2)
+                .map_or(0, |(i, _)| i);
+            pieces.extend([
+                key.to_string(),
+                key[..middle].to_string(),
+                key[middle..].to_string(),
+            ]);
+        }
+        pieces.extend(table.changed_alone().step_by(97).map(String::from));
         let mut random = crate::rng::SplitMix64(9);
-        for case in 0..3000 {
+        for case in 0..20_000 {
             let text: String = (0..random.below(40))
-                .map(|_| pieces[random.below(pieces.len())])
+                .map(|_| pieces[random.below(pieces.len())].as_str())
                 .collect();
             assert_eq!(
                 simplify_han_runs(&text, converter),

@@ -14,14 +14,16 @@
 mod chars;
 mod chinese;
 mod clean;
+mod feature_counts;
 mod markup;
 pub mod options;
 pub mod sketch;
+mod t2s_table;
 mod words;
 
 use std::borrow::Cow;
 use std::collections::hash_map::Entry;
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, LazyLock, Mutex};
 
@@ -29,6 +31,7 @@ use jieba_rs::DEFAULT_STOP_WORDS;
 use xxhash_rust::xxh3::Xxh3;
 
 use crate::fingerprint::{CountingSimHasher, SimHasher, feature_hash, feature_hash128};
+use feature_counts::FeatureCounts;
 pub use options::{EmptyPolicy, FeatureOptions, Mode, OptionError, T2s};
 
 /// True for Han characters: the CJK Unified Ideographs blocks and their extensions A to I, and
@@ -83,9 +86,11 @@ pub struct Scratch {
     hasher: SimHasher,
     counting: CountingSimHasher,
     /// The distinct feature hashes of a document whose features were counted (64 bits, weight
-    /// one per occurrence): `counted` says the last document was one.
-    distinct: DistinctHashes,
+    /// one per occurrence), each with its count: `counted` says the last document was one.
+    distinct: FeatureCounts,
     counted: bool,
+    /// The hashes of a counted document's features in order, repeats included.
+    hashes: Vec<u64>,
     /// Otherwise: position of each distinct feature (by its hash, the low 64 bits of a 128-bit
     /// one) in `features`, which keeps first-occurrence order and the summed weight.
     index: FeatureIndex,
@@ -97,9 +102,6 @@ pub struct Scratch {
 
 /// Finds a feature's entry in `Scratch::features` by its (low 64-bit) hash.
 type FeatureIndex = HashMap<u64, usize, BuildHasherDefault<IdentityHasher>>;
-
-/// The distinct 64-bit feature hashes of a document.
-type DistinctHashes = HashSet<u64, BuildHasherDefault<IdentityHasher>>;
 
 /// Feature hashes are already uniform 64-bit values: hashing them again to find repeats would
 /// only cost time.
@@ -167,7 +169,7 @@ impl Featurizer {
     pub fn sketch(&self, scratch: &Scratch) -> [u8; sketch::SKETCH_BYTES] {
         let mut builder = sketch::SketchBuilder::default();
         if scratch.counted {
-            for &hash in &scratch.distinct {
+            for (hash, _) in scratch.distinct.iter() {
                 builder.add(hash);
             }
         } else {
@@ -179,10 +181,10 @@ impl Featurizer {
         builder.finish()
     }
 
-    /// Fingerprints one document. In the n-gram and word modes at 64 bits every occurrence
-    /// of a feature votes one in integer lanes as it is cut, and only the set of distinct
-    /// hashes is kept (for the count and the sketch). Otherwise (TF-IDF weights, 128 bits)
-    /// repeats are summed first and the sum votes once in floating point; for whole-number
+    /// Fingerprints one document. In the n-gram and word modes at 64 bits the occurrences of
+    /// each distinct feature hash are counted as the text is cut, and each distinct feature
+    /// votes its count once in integer lanes. Otherwise (TF-IDF weights, 128 bits) repeats are
+    /// summed in first-seen order and the sum votes once in floating point; for whole-number
     /// weights both give the same bits.
     pub fn fingerprint(&self, text: &str, scratch: &mut Scratch) -> Fingerprint {
         let Scratch {
@@ -190,6 +192,7 @@ impl Featurizer {
             counting,
             distinct,
             counted,
+            hashes,
             index,
             features,
             buffer,
@@ -199,7 +202,7 @@ impl Featurizer {
         let wide = self.options.width == crate::fingerprint::Width::Bits128;
         *counted = self.counts_occurrences(wide);
         let count = if *counted {
-            self.count_features(&cleaned, buffer, counting, distinct)
+            self.count_features(&cleaned, buffer, counting, distinct, hashes)
         } else {
             self.collect_distinct_features(&cleaned, wide, buffer, index, features);
             features.len()
@@ -254,22 +257,26 @@ impl Featurizer {
         !wide && !matches!(self.options.mode, Mode::JiebaTfidf | Mode::JiebaTf)
     }
 
-    /// Votes each occurrence of each feature into `counting` and keeps the distinct hashes in
-    /// `distinct`; returns their number.
+    /// Counts each feature's occurrences in `distinct`, then votes each distinct feature's
+    /// count into `counting`; returns the number of distinct features.
     fn count_features(
         &self,
         cleaned: &str,
         buffer: &mut String,
         counting: &mut CountingSimHasher,
-        distinct: &mut DistinctHashes,
+        distinct: &mut FeatureCounts,
+        hashes: &mut Vec<u64>,
     ) -> usize {
-        counting.reset();
-        distinct.clear();
+        hashes.clear();
         self.for_each_feature(cleaned, buffer, |feature, _| {
-            let hash = feature_hash(feature);
-            counting.add(hash, 1);
-            distinct.insert(hash);
+            hashes.push(feature_hash(feature));
         });
+        distinct.reset(hashes.len());
+        distinct.add_all(hashes);
+        counting.reset();
+        for (hash, count) in distinct.iter() {
+            counting.add(hash, u64::from(count));
+        }
         distinct.len()
     }
 
@@ -336,7 +343,7 @@ impl Featurizer {
             // `cleaned` is the letters and digits alone for these two (`clean::alphanumerics`).
             Mode::Chars => chars::for_each_ngram(cleaned, n, |g| add(g, 1.0)),
             Mode::Auto => {
-                chars::for_each_script_ngram(cleaned, AUTO_N_HAN, AUTO_N_OTHER, |g| add(g, 1.0))
+                chars::for_each_script_ngram::<AUTO_N_HAN, AUTO_N_OTHER>(cleaned, |g| add(g, 1.0))
             }
         }
     }

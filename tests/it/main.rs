@@ -6,6 +6,7 @@ mod cluster;
 mod cluster_failures;
 mod cluster_security;
 mod common;
+mod corpus_fingerprints;
 mod delta;
 mod end_to_end;
 mod errors;

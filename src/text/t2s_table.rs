@@ -1,0 +1,128 @@
+//! Traditional-to-Simplified conversion of a run of Han characters by table: the same text as
+//! OpenCC's `t2s` converter (ferrous-opencc) gives, at a fraction of its cost.
+//!
+//! The converter walks two finite-state dictionaries (TSPhrases, TSCharacters) at every
+//! character and builds a list of candidate strings for each match; on a Traditional page that
+//! is most of the cleaning's time. Its rule is simple: at each position take the longest key of
+//! either dictionary that starts there (a phrase over a character), write its first value and
+//! move past it; where no key starts, copy the character. The table keeps the same rule over
+//! the same entries: what each character becomes alone and what each phrase becomes, both asked
+//! of the converter itself once, and the phrase keys from `t2s_phrases.txt`, the keys of the
+//! TSPhrases dictionary that the locked ferrous-opencc compiles in (its API does not list them).
+//! Characters outside the Basic Multilingual Plane are left to the converter.
+
+use std::collections::HashMap;
+
+use ferrous_opencc::OpenCC;
+
+/// The phrase keys, one per line after the `#` lines of the notice.
+const PHRASE_KEYS: &str = include_str!("t2s_phrases.txt");
+
+/// A phrase key and what it becomes.
+type Phrase = (Box<str>, Box<str>);
+
+pub struct T2sTable {
+    /// For each character of the Basic Multilingual Plane: 0, or the index plus one in
+    /// `singles` of what it becomes alone.
+    single: Vec<u16>,
+    singles: Vec<Box<str>>,
+    /// A bit per character of the Basic Multilingual Plane that starts a phrase key.
+    starts_phrase: Vec<u64>,
+    /// The phrases that start with a character, longest first, each with what it becomes.
+    phrases: HashMap<char, Vec<Phrase>>,
+}
+
+impl T2sTable {
+    /// Asks `converter` what each of `han` (characters of the Basic Multilingual Plane) becomes
+    /// alone, and what each phrase key becomes.
+    pub fn new(converter: &OpenCC, han: &[char]) -> Self {
+        // One character a line: no key holds a line break, so no match spans two characters.
+        let lines: String = han.iter().flat_map(|&c| [c, '\n']).collect();
+        let converted = converter.convert(&lines);
+        let mut single = vec![0u16; 0x10000];
+        let mut singles: Vec<Box<str>> = Vec::new();
+        for (&c, alone) in han.iter().zip(converted.split('\n')) {
+            let code = c as usize;
+            let unchanged = alone.chars().eq(std::iter::once(c));
+            if unchanged || code >= 0x10000 {
+                continue;
+            }
+            singles.push(alone.into());
+            // About four thousand characters change: the index fits.
+            single[code] = u16::try_from(singles.len()).unwrap_or(0);
+        }
+        let mut starts_phrase = vec![0u64; 0x10000 / 64];
+        let mut phrases: HashMap<char, Vec<Phrase>> = HashMap::new();
+        for key in PHRASE_KEYS
+            .lines()
+            .filter(|line| !line.is_empty() && !line.starts_with('#'))
+        {
+            let Some(first) = key.chars().next() else {
+                continue;
+            };
+            if (first as usize) < 0x10000 {
+                starts_phrase[first as usize / 64] |= 1 << (first as usize % 64);
+            }
+            let value = converter.convert(key);
+            phrases
+                .entry(first)
+                .or_default()
+                .push((key.into(), value.into()));
+        }
+        for list in phrases.values_mut() {
+            list.sort_by_key(|(key, _)| std::cmp::Reverse(key.len()));
+        }
+        Self {
+            single,
+            singles,
+            starts_phrase,
+            phrases,
+        }
+    }
+
+    /// The characters that change alone.
+    pub fn changed_alone(&self) -> impl Iterator<Item = char> + '_ {
+        (0..0x10000u32)
+            .filter(|&code| self.single[code as usize] != 0)
+            .filter_map(char::from_u32)
+    }
+
+    /// The phrase keys, each with what it becomes.
+    #[cfg(test)]
+    pub fn phrases(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.phrases
+            .values()
+            .flatten()
+            .map(|(key, value)| (&**key, &**value))
+    }
+
+    /// The conversion of a run of Han characters, or `None` when it holds a character outside
+    /// the Basic Multilingual Plane (the converter's to do).
+    pub fn convert_run(&self, run: &str) -> Option<String> {
+        let mut out = String::with_capacity(run.len());
+        let mut rest = run;
+        while let Some(c) = rest.chars().next() {
+            let code = c as usize;
+            if code >= 0x10000 {
+                return None;
+            }
+            if (self.starts_phrase[code / 64] >> (code % 64)) & 1 == 1 {
+                let matched = self
+                    .phrases
+                    .get(&c)
+                    .and_then(|list| list.iter().find(|(key, _)| rest.starts_with(&**key)));
+                if let Some((key, value)) = matched {
+                    out.push_str(value);
+                    rest = &rest[key.len()..];
+                    continue;
+                }
+            }
+            match self.single[code] {
+                0 => out.push(c),
+                index => out.push_str(&self.singles[usize::from(index) - 1]),
+            }
+            rest = &rest[c.len_utf8()..];
+        }
+        Some(out)
+    }
+}
