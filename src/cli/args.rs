@@ -51,6 +51,24 @@ pub struct Cli {
     pub command: Command,
 }
 
+impl Cli {
+    /// The worker threads a job in this process asks for: `--threads` of `run` or `match` off a
+    /// cluster. The runtime gets that many, so `--threads 1` computes on one core even where a
+    /// stage runs more partitions than that (the signature stage splits its scans finer, to
+    /// balance them).
+    pub fn local_threads(&self) -> Option<usize> {
+        let console = match &self.command {
+            Command::Run(args) => &args.console,
+            Command::Match(args) => &args.console,
+            _ => return None,
+        };
+        match console.cluster {
+            None => console.threads.map(usize::from),
+            Some(_) => None,
+        }
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Fingerprint a corpus, find its near-duplicates, write signatures, pairs, groups and dedup.
@@ -613,7 +631,9 @@ impl ServerAccessArgs {
 
 #[derive(Debug, Args)]
 pub struct ConsoleArgs {
-    /// Partitions run in parallel [default: the number of cores]. With --cluster df://...:
+    /// Cores the job computes on: the worker threads, and the partitions a stage runs (the
+    /// signature stage may split a file of many row groups into twice as many, to share them
+    /// out evenly) [default: the number of cores]. With --cluster df://...:
     /// tasks per stage [default: the live executors' task slots in all, their
     /// --concurrent-tasks summed, as the scheduler reports them when the job starts].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]

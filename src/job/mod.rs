@@ -165,19 +165,22 @@ async fn run_stages(
 }
 
 /// Stage 1 of `run`: every document's signature, in batches of `TEXT_BATCH_ROWS`. With `split`
-/// (rows numbered by their file's row index) the reading of one file is spread over the cores
-/// too: DataFusion gives each a range of its row groups.
+/// (rows numbered by their file's row index) the reading of one file is spread over that many
+/// partitions too: DataFusion gives each a range of its row groups.
 async fn sign_texts(
     ctx: &SessionContext,
     bindings: &Bindings,
     rows: u64,
-    split: bool,
+    split: Option<usize>,
     show: bool,
 ) -> Result<()> {
     let _bar = crate::progress::StageBar::documents(rows, show);
     run_stage_with(ctx, &stages::SIGNATURES, bindings, |options| {
         options.execution.batch_size = ConfigNonZeroUsize::try_new(TEXT_BATCH_ROWS)?;
-        options.optimizer.repartition_file_scans = split;
+        options.optimizer.repartition_file_scans = split.is_some();
+        if let Some(partitions) = split {
+            options.execution.target_partitions = partitions;
+        }
         Ok(())
     })
     .await

@@ -251,13 +251,21 @@ pub async fn register_corpus(
     run_statements(ctx, &view, "input order").await
 }
 
-/// Whether the signature stage splits the reading of the files over its `partitions`: when
-/// rows are numbered by the reader and there are row groups enough for each partition to get
-/// a fair share. Otherwise one scan per file reads them and the planner deals its batches out
+/// Into how many partitions the signature stage splits the reading of the files, if it splits
+/// them: when rows are numbered by the reader and there are row groups enough for each
+/// partition to get two. Twice as many partitions as `threads` where the row groups allow, so
+/// that a thread whose share was quick to fingerprint (Simplified pages, say, against
+/// Traditional ones that need converting) takes another partition instead of waiting for the
+/// slowest. `None`: one scan per file reads them and the planner deals its batches out
 /// round-robin; a split scan of one row group would leave every partition but one idle, since
 /// the planner deals out batches only to a scan with fewer partitions than the cores.
-pub fn split_scans(corpus: &Corpus, on_cluster: bool, partitions: usize) -> bool {
-    rows_numbered_by_file(corpus, on_cluster) && corpus.row_groups >= 2 * partitions as u64
+pub fn split_scans(corpus: &Corpus, on_cluster: bool, threads: usize) -> Option<usize> {
+    if !rows_numbered_by_file(corpus, on_cluster) {
+        return None;
+    }
+    [2 * threads, threads]
+        .into_iter()
+        .find(|&partitions| corpus.row_groups >= 2 * partitions as u64)
 }
 
 /// Stage 0: ids must be present and unique (pairs, groups and dedup refer to documents by id),
