@@ -38,8 +38,14 @@ fn to_python(error: neardup::Error) -> PyErr {
     }
 }
 
-fn runtime() -> PyResult<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
+/// A runtime of `threads` worker threads (a job's `threads=`, as the CLI's `--threads`), or
+/// one per core.
+fn runtime(threads: Option<usize>) -> PyResult<tokio::runtime::Runtime> {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(threads) = threads {
+        builder.worker_threads(threads);
+    }
+    builder
         .enable_all()
         .build()
         .map_err(|e| PyRuntimeError::new_err(format!("cannot start the async runtime: {e}")))
@@ -53,7 +59,7 @@ fn runtime() -> PyResult<tokio::runtime::Runtime> {
 fn job(py: Python<'_>, argv: Vec<String>) -> PyResult<String> {
     let cli = neardup::cli::Cli::try_parse_from(std::iter::once("neardup".to_string()).chain(argv))
         .map_err(|e| UsageError::new_err(e.render().to_string().trim_end().to_string()))?;
-    let runtime = runtime()?;
+    let runtime = runtime(cli.local_threads())?;
     let (cancel, cancelled) = tokio::sync::oneshot::channel::<()>();
     let (done, outcome) = mpsc::channel();
     let outcome = Mutex::new(outcome);
@@ -114,7 +120,7 @@ fn query(
     data: Option<PathBuf>,
     index: Option<PathBuf>,
 ) -> PyResult<ArrowStream> {
-    let runtime = runtime()?;
+    let runtime = runtime(None)?;
     let (schema, batches) = py
         .detach(|| {
             runtime.block_on(neardup::commands::query::query_batches(
