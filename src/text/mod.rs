@@ -181,9 +181,9 @@ impl Featurizer {
         builder.finish()
     }
 
-    /// Fingerprints one document. In the n-gram and word modes at 64 bits the occurrences of
-    /// each distinct feature hash are counted as the text is cut, and each distinct feature
-    /// votes its count once in integer lanes. Otherwise (TF-IDF weights, 128 bits) repeats are
+    /// Fingerprints one document. In the n-gram and word modes at 64 bits the feature hashes
+    /// are collected as the text is cut, then counted per distinct feature, and each distinct
+    /// feature votes its count once in integer lanes. Otherwise (TF-IDF weights, 128 bits) repeats are
     /// summed in first-seen order and the sum votes once in floating point; for whole-number
     /// weights both give the same bits.
     pub fn fingerprint(&self, text: &str, scratch: &mut Scratch) -> Fingerprint {
