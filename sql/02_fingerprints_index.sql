@@ -18,7 +18,9 @@ SELECT id, simhash, CAST(${batch} AS BIGINT) AS batch, input_order, true AS fres
 FROM signatures;
 
 COPY (
-    SELECT simhash, bool_or(fresh) AS fresh
+    -- `document_count`: how many documents, indexed or new, have the fingerprint
+    -- (sql/02_fingerprints.sql).
+    SELECT simhash, bool_or(fresh) AS fresh, count(*) AS document_count
     FROM documents
     WHERE simhash IS NOT NULL
     GROUP BY simhash

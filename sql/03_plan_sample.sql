@@ -1,6 +1,8 @@
--- Stage 3, before the candidates: a sample of the distinct fingerprints, from which the planner
--- counts real key sizes to choose the band plan (src/planner.rs). The table is grouped, so its
--- first rows are in no useful order. ${sample_size} is `planner::SAMPLE`, bound by
--- `sample_fingerprints` in src/job/matching.rs (which `neardup plan` runs too).
+-- Stage 3, before the candidates: the distinct fingerprints, from which the planner keeps a
+-- sample to count real key sizes and choose the band plan (src/planner.rs). The sample is the
+-- `planner::SAMPLE` fingerprints with the smallest mixed value (`sample_fingerprints` in
+-- src/job/matching.rs, which `neardup plan` runs too), not the first rows: a grouping that
+-- spilled under --memory-limit writes its rows sorted, and the smallest fingerprints share
+-- their leading bits.
 
-SELECT simhash FROM fingerprints LIMIT ${sample_size};
+SELECT simhash FROM fingerprints;

@@ -7,6 +7,14 @@
 -- index, pairs of indexed documents were listed by their own batches; without one every
 -- document is new.
 
+-- Documents with a fingerprint another document has: the only ones with a pair at distance 0.
+-- Most fingerprints belong to one document, so the self-join below joins these few. Here and
+-- below the smaller input comes first: a hash join holds its first input in memory.
+CREATE VIEW shared_documents AS
+SELECT d.id, d.simhash, d.fresh
+FROM (SELECT simhash FROM fingerprints WHERE document_count > 1) f
+JOIN documents d ON d.simhash = f.simhash;
+
 COPY (
     SELECT CASE WHEN x.id < y.id THEN x.id ELSE y.id END AS id_a,
            CASE WHEN x.id < y.id THEN y.id ELSE x.id END AS id_b,
@@ -22,8 +30,8 @@ COPY (
            arrow_cast(0, 'UInt8') AS distance,
            -- Documents of one fingerprint are not checked against each other.
            CAST(NULL AS DOUBLE) AS similarity
-    FROM documents x
-    JOIN documents y ON x.simhash = y.simhash AND x.id <> y.id
+    FROM shared_documents x
+    JOIN shared_documents y ON x.simhash = y.simhash AND x.id <> y.id
     WHERE x.fresh AND (NOT y.fresh OR x.id < y.id)
     -- No ORDER BY: sorting a million documents' 22 million pairs took longer than finding
     -- them and 3.5 GiB (docs/BENCHMARKS.md); the rows come in join order, and a query that

@@ -11,12 +11,24 @@
 -- comes before every new one, so the head of an indexed fingerprint is indexed, and the rows
 -- between indexed documents were listed by their own batches.
 
+-- Only fingerprints of a fingerprint pair, and those several documents share
+-- (`fingerprints.document_count`), need a head: the rest, most of a large corpus, are left out
+-- before the grouping.
+CREATE VIEW headed_fingerprints AS
+SELECT simhash_a AS simhash FROM fingerprint_pairs
+UNION
+SELECT simhash_b FROM fingerprint_pairs
+UNION
+SELECT simhash FROM fingerprints WHERE document_count > 1;
+
 CREATE VIEW heads AS
 SELECT simhash,
        first_value(id ORDER BY batch, input_order) AS id,
        first_value(fresh ORDER BY batch, input_order) AS fresh
-FROM documents
-WHERE simhash IS NOT NULL
+FROM (SELECT d.id, d.simhash, d.batch, d.input_order, d.fresh
+      -- The few first: a hash join holds its first input in memory.
+      FROM headed_fingerprints h
+      JOIN documents d ON d.simhash = h.simhash)
 GROUP BY simhash;
 
 COPY (

@@ -12,8 +12,12 @@
 
 COPY (
     SELECT simhash, min(sketch) AS sketch
-    FROM documents
-    WHERE simhash IN (SELECT simhash_a FROM candidate_pairs UNION SELECT simhash_b FROM candidate_pairs)
+    -- The candidates' fingerprints first: a hash join holds its first input in memory.
+    FROM (SELECT d.simhash, d.sketch
+          FROM (SELECT simhash_a AS simhash FROM candidate_pairs
+                UNION
+                SELECT simhash_b FROM candidate_pairs) c
+          JOIN documents d ON d.simhash = c.simhash)
     GROUP BY simhash
 ) TO ${sketches_dir} STORED AS PARQUET;
 

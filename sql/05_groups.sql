@@ -8,6 +8,11 @@
 -- fingerprint's component; a fingerprint with no pair is a component of its own, which still
 -- groups the documents that share it exactly.
 --
+-- Only documents of a fingerprint with a pair, or of one several documents share
+-- (`fingerprints.document_count`, sql/02_fingerprints.sql), can be in a group: at a hundred million
+-- fingerprints these are a fifth of the documents or fewer, so the per-group work below never
+-- sees the rest.
+--
 -- Rules: the representative is the member `--keep` prefers (src/job/keep.rs), by default the
 -- one that comes first in input order (the original system kept the earliest document); ties,
 -- and members with no value for the rule, go by input order. ${keep_key} is the value the rule
@@ -16,31 +21,49 @@
 -- 1, 2, ... in the input order of their representatives, so the same input always gives the
 -- same group ids.
 
-CREATE VIEW members AS
-SELECT s.id, s.simhash, s.input_order, ${keep_key} AS keep_key,
-       COALESCE(c.component, s.simhash) AS component
-FROM signatures s
-LEFT JOIN fingerprint_components c ON s.simhash = c.simhash
-WHERE s.simhash IS NOT NULL;
+-- The fingerprints whose documents are in a group, each with its component.
+CREATE VIEW grouped_fingerprints AS
+SELECT simhash, component FROM fingerprint_components
+UNION ALL
+SELECT f.simhash, f.simhash AS component
+FROM fingerprints f
+WHERE f.document_count > 1
+  AND NOT EXISTS (SELECT 1 FROM fingerprint_components c WHERE c.simhash = f.simhash);
 
+-- Written once, read twice below.
+COPY (
+    SELECT s.id, s.simhash, s.input_order, ${keep_key} AS keep_key, g.component
+    -- The grouped fingerprints first: a hash join holds its first input in memory.
+    FROM grouped_fingerprints g
+    JOIN signatures s ON s.simhash = g.simhash
+) TO ${members_dir} STORED AS PARQUET;
+
+CREATE EXTERNAL TABLE members STORED AS PARQUET LOCATION ${members_dir};
+
+-- Every component here has two documents or more: a component of fingerprint pairs has two
+-- fingerprints, and a fingerprint of its own is here only when documents share it. The
+-- representative comes out of the same aggregate, so no lookup by input order follows.
 CREATE VIEW group_heads AS
-SELECT component, count(*) AS group_size, ${representative_order} AS representative_order
+SELECT component,
+       count(*) AS group_size,
+       ${representative_order} AS representative_order,
+       first_value(id ORDER BY ${keep_order}input_order) AS representative_id,
+       first_value(simhash ORDER BY ${keep_order}input_order) AS representative_simhash
 FROM members
-GROUP BY component
-HAVING count(*) > 1;
+GROUP BY component;
 
 COPY (
     SELECT m.id,
            g.group_id,
-           r.id AS representative_id,
+           -- Never NULL (a group's first member has an id); COALESCE tells the schema so.
+           COALESCE(g.representative_id, m.id) AS representative_id,
            g.group_size,
-           hamming(m.simhash, r.simhash) AS distance
+           hamming(m.simhash, g.representative_simhash) AS distance
     FROM members m
-    JOIN (SELECT component, group_size, representative_order,
+    JOIN (SELECT component, group_size, representative_id, representative_simhash,
                  row_number() OVER (ORDER BY representative_order) AS group_id
           FROM group_heads) g
       ON m.component = g.component
-    JOIN signatures r ON r.input_order = g.representative_order
     ORDER BY g.group_id, m.input_order
 ) TO ${groups_dir} STORED AS PARQUET;
 

@@ -1,9 +1,12 @@
 //! Stages 2 to 5, shared by `run` and `match`: distinct fingerprints, the band plan, candidate
 //! pairs (in passes), document pairs, clustering and groups.
 
-use datafusion::prelude::SessionContext;
+use std::collections::BinaryHeap;
 
-use crate::engine::sql::{Bindings, count_rows, query_stage, run_stage};
+use datafusion::prelude::SessionContext;
+use futures::StreamExt;
+
+use crate::engine::sql::{Bindings, count_rows, run_stage, stage_frame};
 use crate::engine::stages::{self, Stage};
 use crate::error::{Error, QueryContext, Result};
 use crate::fingerprint::Width;
@@ -11,7 +14,7 @@ use crate::index::batch::IndexedBatch;
 use crate::job::choices::Matching;
 use crate::job::clustering;
 use crate::job::config::{JobConfig, PlanChoice};
-use crate::job::params::{Pass, StageParams};
+use crate::job::params::{Pass, SourceParams, StageParams};
 use crate::job::stopwatch::Stopwatch;
 use crate::job::summary::PlanReport;
 use crate::udf::FingerprintColumn;
@@ -114,8 +117,15 @@ pub async fn run_matching(
         run_stage(ctx, &stages::CANDIDATES_TABLE, &bindings).await
     };
     clock.time("candidates", passes).await?;
+    // Fingerprints given and no index: no document has a sketch to verify with.
+    let sketches =
+        matches!(params.source, SourceParams::Texts { .. }) || against != Against::Nothing;
+    let verify = match sketches {
+        true => &stages::VERIFY,
+        false => &stages::VERIFY_NONE,
+    };
     clock
-        .time("verify", run_stage(ctx, &stages::VERIFY, &bindings))
+        .time("verify", run_stage(ctx, verify, &bindings))
         .await?;
     let pairs = config.pairs.stage();
     clock
@@ -178,23 +188,100 @@ fn rows_per_pass() -> u64 {
         .unwrap_or(ROWS_PER_PASS)
 }
 
-/// Up to `planner::SAMPLE` distinct fingerprints of the `fingerprints` table.
+/// Up to `planner::SAMPLE` distinct fingerprints of the `fingerprints` table: those whose mixed
+/// value is smallest (a bottom-k sample). Which rows those are does not depend on the order the
+/// table's rows come in, and a uniform mix makes them a uniform sample of the table.
 pub async fn sample_fingerprints(ctx: &SessionContext, width: Width) -> Result<Vec<u128>> {
-    let mut bindings = Bindings::default();
-    bindings.set("sample_size", crate::planner::SAMPLE.to_string());
-    let batches = query_stage(ctx, &stages::PLAN_SAMPLE, &bindings).await?;
     let what = || "sampling fingerprints".to_string();
-    let mut sample = Vec::new();
-    for batch in &batches {
+    let mut stream = stage_frame(ctx, &stages::PLAN_SAMPLE, &Bindings::default())
+        .await?
+        .execute_stream()
+        .await
+        .context(what)?;
+    let mut sample = BottomK::new(crate::planner::SAMPLE);
+    while let Some(batch) = stream.next().await {
+        let batch = batch.context(what)?;
         match width {
-            Width::Bits128 => sample.extend(u128::values(batch.column(0)).context(what)?),
-            Width::Bits64 => sample.extend(
-                u64::values(batch.column(0))
-                    .context(what)?
-                    .into_iter()
-                    .map(u128::from),
-            ),
+            Width::Bits128 => u128::values(batch.column(0))
+                .context(what)?
+                .into_iter()
+                .for_each(|f| sample.offer(f)),
+            Width::Bits64 => u64::values(batch.column(0))
+                .context(what)?
+                .into_iter()
+                .for_each(|f| sample.offer(u128::from(f))),
         }
     }
-    Ok(sample)
+    Ok(sample.into_values())
+}
+
+/// The `size` values with the smallest `mix`, whatever order they are offered in.
+struct BottomK {
+    size: usize,
+    heap: BinaryHeap<(u64, u128)>,
+}
+
+impl BottomK {
+    fn new(size: usize) -> Self {
+        BottomK {
+            size,
+            heap: BinaryHeap::with_capacity(size + 1),
+        }
+    }
+
+    fn offer(&mut self, value: u128) {
+        let key = (mix(value), value);
+        if self.heap.len() < self.size {
+            self.heap.push(key);
+        } else if self.heap.peek().is_some_and(|top| key < *top) {
+            self.heap.pop();
+            self.heap.push(key);
+        }
+    }
+
+    /// The values kept, in the order of their mixed values.
+    fn into_values(self) -> Vec<u128> {
+        self.heap
+            .into_sorted_vec()
+            .into_iter()
+            .map(|(_, v)| v)
+            .collect()
+    }
+}
+
+/// SplitMix64's finaliser over both halves: nearby fingerprints get unrelated values.
+fn mix(value: u128) -> u64 {
+    let mut z = (value as u64) ^ ((value >> 64) as u64).rotate_left(32);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sample_does_not_depend_on_the_order_of_the_rows() {
+        let values: Vec<u128> = (0..5_000u128).map(|i| i * 7919).collect();
+        let sample = |order: &mut dyn Iterator<Item = u128>| {
+            let mut k = BottomK::new(100);
+            order.for_each(|v| k.offer(v));
+            let mut kept = k.into_values();
+            kept.sort_unstable();
+            kept
+        };
+        let forward = sample(&mut values.iter().copied());
+        assert_eq!(forward.len(), 100);
+        assert_eq!(forward, sample(&mut values.iter().rev().copied()));
+        // Sorted input (what a spilled grouping writes) still gives values from all over the
+        // range, not its start: a prefix of 100 would stop at 99 * 7919.
+        assert!(forward.iter().filter(|&&v| v > 2_500 * 7919).count() > 20);
+        // Fewer values than the size: all of them.
+        let mut few = BottomK::new(100);
+        (0..10u128).for_each(|v| few.offer(v));
+        let mut kept = few.into_values();
+        kept.sort_unstable();
+        assert_eq!(kept, (0..10u128).collect::<Vec<_>>());
+    }
 }
