@@ -5,6 +5,7 @@ machine); prints a markdown table for docs/CLUSTER.md.
     cargo build --release
     python3 bench/cluster.py                       # 20,000 debian_docs sources, 1M fingerprints
     python3 bench/cluster.py --sources 2000 --fingerprints 100000   # a quick look
+    python3 bench/cluster.py --sources 200 --fingerprints 10000000  # matching at 10M
     python3 bench/cluster.py --secure              # also on a TLS + token cluster
 
 Each job runs locally (all cores) and with --cluster against two executors of --tasks tasks each
@@ -182,6 +183,8 @@ def main():
         ("run", ["run", "--input", corpus]),
         ("run --matching join", ["run", "--input", corpus, "--matching", "join"]),
         ("match", ["match", "--signatures", fingerprints]),
+        # The SQL rounds locally too: the cluster always clusters with them.
+        ("match --clustering sql", ["match", "--signatures", fingerprints, "--clustering", "sql"]),
     ]
     clusters = [Cluster(options.tasks)]
     if options.secure:
