@@ -9,9 +9,9 @@
 -- groups the documents that share it exactly.
 --
 -- Only documents of a fingerprint with a pair, or of one several documents share
--- (`fingerprints.document_count`, sql/02_fingerprints.sql), can be in a group: at a hundred million
--- fingerprints these are a fifth of the documents or fewer, so the per-group work below never
--- sees the rest.
+-- (`fingerprints.document_count`, sql/02_fingerprints.sql), can be in a group. The work per
+-- group below sees only those (18% of the documents in `generate-fingerprints`' 100M, see
+-- docs/SCALE.md), never the rest.
 --
 -- Rules: the representative is the member `--keep` prefers (src/job/keep.rs), by default the
 -- one that comes first in input order (the original system kept the earliest document); ties,
