@@ -18,7 +18,8 @@ SELECT id, simhash, CAST(${batch} AS BIGINT) AS batch, input_order, true AS fres
 FROM signatures;
 
 COPY (
-    SELECT simhash, count(*) AS document_count
+    -- Every fingerprint here is this run's (`fresh`); sql/02_fingerprints_index.sql marks which.
+    SELECT simhash, count(*) AS document_count, true AS fresh
     FROM signatures
     WHERE simhash IS NOT NULL
     GROUP BY simhash

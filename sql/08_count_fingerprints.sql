@@ -4,7 +4,7 @@
 SELECT count(*) AS documents,
        CAST(0 AS BIGINT) AS null_texts,
        count(*) - count(simhash) AS without_fingerprint,
-       count(DISTINCT simhash) AS distinct_fingerprints,
+       (SELECT count(*) FROM fingerprints WHERE fresh) AS distinct_fingerprints,
        CAST(0 AS BIGINT) AS empty_texts,
        CAST(0 AS BIGINT) AS short_texts
 FROM signatures;

@@ -168,6 +168,11 @@ async fn sample_run_finds_the_planted_groups() {
     assert_eq!(counts["documents_removed"], 7);
     assert_eq!(counts["documents_kept"], DOCUMENTS - 7);
     assert_eq!(counts["pairs"], expected_pairs.len());
+    let distinct = query(&output, "SELECT count(DISTINCT simhash) FROM signatures").await;
+    assert_eq!(
+        counts["distinct_fingerprints"],
+        distinct[0].column(0).as_primitive::<Int64Type>().value(0)
+    );
     // The defaults: candidates within k = 7, verified at an estimated Jaccard of 0.75.
     assert_eq!(summary["parameters"]["k"], 7);
     assert_eq!(summary["parameters"]["min_similarity"], 0.75);

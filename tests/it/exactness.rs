@@ -216,6 +216,11 @@ async fn pairs_and_groups_equal_brute_force_for_every_k_plan_and_strategy() {
             "k = {k}, {matching}, {plan}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
+        let distinct: BTreeSet<u64> = rows.iter().map(|r| r.1).collect();
+        assert_eq!(
+            summary(&output)["counts"]["distinct_fingerprints"],
+            distinct.len()
+        );
         let ran = summary(&output)["plan"].clone();
         let ran_plan = ran["plan"].as_str().unwrap().to_string();
         if plan != "auto" {

@@ -145,6 +145,14 @@ async fn batches_through_the_index_equal_one_run_over_all_of_them() {
                 "--quiet",
             ]);
             assert_eq!(summary(&output)["index"]["batch"], b as u64 + 1);
+            // The batch's own distinct fingerprints, not the index's.
+            let distinct: BTreeSet<u64> = rows[batches[b].clone()].iter().map(|r| r.1).collect();
+            assert_eq!(
+                summary(&output)["counts"]["distinct_fingerprints"],
+                distinct.len(),
+                "batch {}",
+                b + 1
+            );
             all_pairs.extend(pairs_of(&output).await);
 
             // Groups that indexed documents were in keep the smallest such id and its
