@@ -251,10 +251,7 @@ impl BottomK {
 
 /// SplitMix64's finaliser over both halves: nearby fingerprints get unrelated values.
 fn mix(value: u128) -> u64 {
-    let mut z = (value as u64) ^ ((value >> 64) as u64).rotate_left(32);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
+    crate::rng::mix((value as u64) ^ ((value >> 64) as u64).rotate_left(32))
 }
 
 #[cfg(test)]

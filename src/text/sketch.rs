@@ -9,6 +9,8 @@
 //! corrected for two different minima that agree in 16 bits by chance. Its standard error is
 //! about sqrt(J (1 - J) / BINS): 0.038 at J = 0.75.
 
+use crate::rng::mix;
+
 /// Bins of a sketch.
 pub const BINS: usize = 128;
 
@@ -84,14 +86,6 @@ pub fn similarity(a: &[u8], b: &[u8]) -> Option<f64> {
     let chance = 1.0 / 65535.0;
     let estimate = f64::from(agree) / f64::from(compared);
     Some(((estimate - chance) / (1.0 - chance)).clamp(0.0, 1.0))
-}
-
-/// SplitMix64's finaliser: a bijection of 64 bits that spreads every input bit.
-#[inline]
-fn mix(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 #[cfg(test)]
