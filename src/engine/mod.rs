@@ -5,7 +5,6 @@ pub mod ballista;
 pub mod client_pool;
 pub mod cluster_access;
 pub mod commit;
-pub mod memory_pool;
 pub mod partial_file;
 pub mod session;
 pub mod sql;

@@ -5,13 +5,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use datafusion::execution::FunctionRegistry;
+use datafusion::execution::memory_pool::FairSpillPool;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
 use futures::StreamExt;
 
 use crate::engine::ballista::{self, Cluster};
 use crate::engine::cluster_access::{ClusterAccess, TlsFiles};
-use crate::engine::memory_pool::ReservingFairPool;
 use crate::error::{QueryContext, Result};
 use crate::udf;
 
@@ -84,7 +84,7 @@ pub fn session_context_with(console: &Console) -> Result<SessionContext> {
         // A sort keeps a small reserve for its merge so that spilling itself fits under the
         // limit.
         options.execution.sort_spill_reservation_bytes = (limit / 16).min(8 << 20);
-        runtime = runtime.with_memory_pool(Arc::new(ReservingFairPool::new(limit)));
+        runtime = runtime.with_memory_pool(Arc::new(FairSpillPool::new(limit)));
     }
     let runtime = runtime
         .build_arc()
