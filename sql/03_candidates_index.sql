@@ -8,8 +8,8 @@
 -- one are skipped, so the comparisons grow with the batch, not with the index squared.
 
 CREATE OR REPLACE VIEW band_rows AS
-SELECT simhash, fresh, unnest(range(${band_from}, ${band_to})) AS band
-FROM fingerprints;
+SELECT simhash, fresh, band
+FROM (SELECT unnest(range(${band_from}, ${band_to})) AS band) AS tables CROSS JOIN fingerprints;
 
 COPY (
     SELECT pair['simhash_a'] AS simhash_a,
@@ -20,7 +20,7 @@ COPY (
         FROM (
             SELECT band_pairs(simhash, band, ${k}, ${plan}, fresh) AS pairs
             FROM band_rows
-            GROUP BY band, band_key(simhash, band, ${plan}) % arrow_cast(16, 'UInt64')
+            GROUP BY band, band_key(simhash, band, ${plan}) % arrow_cast(256, 'UInt64')
         )
     )
 ) TO ${candidate_pairs_dir} STORED AS PARQUET;

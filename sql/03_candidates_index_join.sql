@@ -8,7 +8,7 @@
 
 CREATE OR REPLACE VIEW band_keys AS
 SELECT simhash, fresh, band, band_key(simhash, band, ${plan}) AS band_key
-FROM (SELECT simhash, fresh, unnest(range(${band_from}, ${band_to})) AS band FROM fingerprints);
+FROM (SELECT unnest(range(${band_from}, ${band_to})) AS band) AS tables CROSS JOIN fingerprints;
 
 COPY (
     SELECT CASE WHEN a.simhash < b.simhash THEN a.simhash ELSE b.simhash END AS simhash_a,

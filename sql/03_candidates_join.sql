@@ -10,7 +10,7 @@
 
 CREATE OR REPLACE VIEW band_keys AS
 SELECT simhash, band, band_key(simhash, band, ${plan}) AS band_key
-FROM (SELECT simhash, unnest(range(${band_from}, ${band_to})) AS band FROM fingerprints);
+FROM (SELECT unnest(range(${band_from}, ${band_to})) AS band) AS tables CROSS JOIN fingerprints;
 
 COPY (
     SELECT a.simhash AS simhash_a, b.simhash AS simhash_b, hamming(a.simhash, b.simhash) AS distance

@@ -16,7 +16,8 @@ use std::marker::PhantomData;
 use std::sync::{Arc, LazyLock};
 
 use datafusion::arrow::array::{
-    Array, ArrayRef, BooleanArray, FixedSizeBinaryArray, ListArray, StructArray, UInt64Array,
+    Array, ArrayRef, BooleanArray, FixedSizeBinaryArray, Int64Array, ListArray, StringArray,
+    StructArray, UInt64Array,
 };
 use datafusion::arrow::buffer::OffsetBuffer;
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Fields};
@@ -28,7 +29,8 @@ use datafusion::common::{ScalarValue, exec_err};
 use datafusion::error::Result;
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion::logical_expr::{
-    Accumulator, AggregateUDF, AggregateUDFImpl, Signature, TypeSignature, Volatility,
+    Accumulator, AggregateUDF, AggregateUDFImpl, EmitTo, GroupsAccumulator, Signature,
+    TypeSignature, Volatility,
 };
 
 use crate::fingerprint::Fingerprint;
@@ -48,7 +50,18 @@ pub(crate) trait FingerprintColumn: Fingerprint {
     fn data_type() -> DataType;
     /// The non-NULL values of a column.
     fn values(array: &ArrayRef) -> Result<Vec<Self>>;
+    /// Calls `each` with the row number and value of every non-NULL row.
+    fn for_each_value(array: &ArrayRef, each: impl FnMut(usize, Self)) -> Result<()>;
     fn column(values: &[Self]) -> Result<ArrayRef>;
+    /// Appends the non-NULL values of a column to `into`.
+    fn extend_values(array: &ArrayRef, into: &mut Vec<Self>) -> Result<()> {
+        into.extend(Self::values(array)?);
+        Ok(())
+    }
+    /// A column that takes over `values` where the width allows (no copy).
+    fn into_column(values: Vec<Self>) -> Result<ArrayRef> {
+        Self::column(&values)
+    }
 }
 
 impl FingerprintColumn for u64 {
@@ -58,10 +71,36 @@ impl FingerprintColumn for u64 {
     fn values(array: &ArrayRef) -> Result<Vec<Self>> {
         Ok(as_uint64_array(array)?.iter().flatten().collect())
     }
+    fn for_each_value(array: &ArrayRef, mut each: impl FnMut(usize, Self)) -> Result<()> {
+        let array = as_uint64_array(array)?;
+        match array.null_count() {
+            0 => array
+                .values()
+                .iter()
+                .enumerate()
+                .for_each(|(row, &v)| each(row, v)),
+            _ => array
+                .iter()
+                .enumerate()
+                .for_each(|(row, v)| v.into_iter().for_each(|v| each(row, v))),
+        }
+        Ok(())
+    }
     fn column(values: &[Self]) -> Result<ArrayRef> {
         Ok(Arc::new(UInt64Array::from_iter_values(
             values.iter().copied(),
         )))
+    }
+    fn extend_values(array: &ArrayRef, into: &mut Vec<Self>) -> Result<()> {
+        let array = as_uint64_array(array)?;
+        match array.null_count() {
+            0 => into.extend_from_slice(array.values()),
+            _ => into.extend(array.iter().flatten()),
+        }
+        Ok(())
+    }
+    fn into_column(values: Vec<Self>) -> Result<ArrayRef> {
+        Ok(Arc::new(UInt64Array::from(values)))
     }
 }
 
@@ -74,6 +113,14 @@ impl FingerprintColumn for u128 {
             .iter()
             .filter_map(|v| wide_value(v?))
             .collect())
+    }
+    fn for_each_value(array: &ArrayRef, mut each: impl FnMut(usize, Self)) -> Result<()> {
+        for (row, v) in as_fixed_size_binary_array(array)?.iter().enumerate() {
+            if let Some(v) = v.and_then(wide_value) {
+                each(row, v);
+            }
+        }
+        Ok(())
     }
     fn column(values: &[Self]) -> Result<ArrayRef> {
         // The sparse constructor, unlike `try_from_iter`, accepts an empty list.
@@ -160,6 +207,20 @@ impl AggregateUDFImpl for BandPairsFunc {
         })
     }
 
+    fn groups_accumulator_supported(&self, _args: AccumulatorArgs) -> bool {
+        true
+    }
+
+    fn create_groups_accumulator(
+        &self,
+        args: AccumulatorArgs,
+    ) -> Result<Box<dyn GroupsAccumulator>> {
+        Ok(match fingerprint_of(args.return_field.data_type()) {
+            DataType::FixedSizeBinary(16) => Box::new(BandPairsGroups::<u128>::default()),
+            _ => Box::new(BandPairsGroups::<u64>::default()),
+        })
+    }
+
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
         let fingerprint = args
             .input_fields
@@ -221,7 +282,7 @@ impl<F> Default for BandPairs<F> {
     }
 }
 
-impl<F: FingerprintColumn> BandPairs<F> {
+impl<F: FingerprintColumn + radsort::Key> BandPairs<F> {
     fn note_parameters(
         &mut self,
         band: &ArrayRef,
@@ -277,20 +338,6 @@ impl<F: FingerprintColumn> BandPairs<F> {
         if !self.fresh.is_empty() && self.fresh.len() != self.fingerprints.len() {
             return exec_err!("band_pairs: fresh must be given for every row or none");
         }
-        let fresh = |i: usize| self.fresh.get(i).copied().unwrap_or(true);
-        let mut keyed: Vec<(F, F, bool)> = self
-            .fingerprints
-            .iter()
-            .enumerate()
-            .map(|(i, &f)| (f.masked(mask), f, fresh(i)))
-            .collect();
-        keyed.sort_unstable();
-        // A fingerprint listed twice is fresh if either row says so.
-        keyed.dedup_by(|later, kept| {
-            let same = later.1 == kept.1;
-            kept.2 |= same && later.2;
-            same
-        });
         let mut pairs = Vec::new();
         let mut keep = |a: F, b: F| {
             if a.hamming(b) <= k && plan.first_shared_band(a.widen(), b.widen()) == Some(band_index)
@@ -298,24 +345,71 @@ impl<F: FingerprintColumn> BandPairs<F> {
                 pairs.push((a, b));
             }
         };
+        // Radix sort on the table's bits only: bytes outside the mask are all zero and skipped,
+        // so a table of 16 to 32 bits takes 2 to 4 passes over the group.
+        if self.fresh.is_empty() {
+            // Every member fresh: the fingerprints alone, sorted where they are.
+            radsort::sort_by_key(&mut self.fingerprints, |f| f.masked(mask));
+            let mut run = Vec::new();
+            for same_bits in self
+                .fingerprints
+                .chunk_by(|a, b| a.masked(mask) == b.masked(mask))
+            {
+                if same_bits.len() < 2 {
+                    continue;
+                }
+                // By fingerprint: the earlier member is the smaller; one listed twice is one.
+                run.clear();
+                run.extend_from_slice(same_bits);
+                run.sort_unstable();
+                run.dedup();
+                for (i, &a) in run.iter().enumerate() {
+                    for &b in &run[i + 1..] {
+                        keep(a, b);
+                    }
+                }
+            }
+            return Ok(pairs);
+        }
+        let fresh = |i: usize| self.fresh.get(i).copied().unwrap_or(true);
+        let mut members: Vec<(F, bool)> = self
+            .fingerprints
+            .iter()
+            .enumerate()
+            .map(|(i, &f)| (f, fresh(i)))
+            .collect();
+        radsort::sort_by_key(&mut members, |m| m.0.masked(mask));
         let mut fresh_members = Vec::new();
-        for run in keyed.chunk_by(|a, b| a.0 == b.0) {
+        let mut run = Vec::new();
+        for same_bits in members.chunk_by(|a, b| a.0.masked(mask) == b.0.masked(mask)) {
+            if same_bits.len() < 2 {
+                continue;
+            }
+            // Within a run, by fingerprint: the earlier member is the smaller, and a fingerprint
+            // listed twice is one member, fresh if either row says so.
+            run.clear();
+            run.extend_from_slice(same_bits);
+            run.sort_unstable();
+            run.dedup_by(|later, kept| {
+                let same = later.0 == kept.0;
+                kept.1 |= same && later.1;
+                same
+            });
             fresh_members.clear();
-            fresh_members.extend((0..run.len()).filter(|&i| run[i].2));
+            fresh_members.extend((0..run.len()).filter(|&i| run[i].1));
             if fresh_members.len() == run.len() {
-                for (i, &(_, a, _)) in run.iter().enumerate() {
-                    for &(_, b, _) in &run[i + 1..] {
+                for (i, &(a, _)) in run.iter().enumerate() {
+                    for &(b, _) in &run[i + 1..] {
                         keep(a, b);
                     }
                 }
                 continue;
             }
             // Some members are not fresh: each fresh one against the run, a pair of two fresh
-            // ones from the first of them, so the work grows with the fresh members only. Runs
-            // are sorted by fingerprint, so the earlier member is the smaller.
+            // ones from the first of them, so the work grows with the fresh members only.
             for &i in &fresh_members {
-                let a = run[i].1;
-                for (j, &(_, b, b_fresh)) in run.iter().enumerate() {
+                let a = run[i].0;
+                for (j, &(b, b_fresh)) in run.iter().enumerate() {
                     if j == i || (b_fresh && j < i) {
                         continue;
                     }
@@ -327,7 +421,7 @@ impl<F: FingerprintColumn> BandPairs<F> {
     }
 }
 
-impl<F: FingerprintColumn> Accumulator for BandPairs<F> {
+impl<F: FingerprintColumn + radsort::Key> Accumulator for BandPairs<F> {
     fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
         let fingerprints = F::values(&values[0])?;
         if let Some(fresh) = values.get(4) {
@@ -346,53 +440,29 @@ impl<F: FingerprintColumn> Accumulator for BandPairs<F> {
         let fresh_lists = as_list_array(&states[4])?;
         for (list, fresh) in lists.iter().zip(fresh_lists.iter()) {
             let Some(list) = list else { continue };
-            let fingerprints = F::values(&list)?;
             if let Some(fresh) = fresh.filter(|f| !f.is_empty()) {
                 self.fresh
                     .extend(as_boolean_array(&fresh)?.iter().map(|f| f == Some(true)));
             }
-            self.fingerprints.extend(fingerprints);
+            F::extend_values(&list, &mut self.fingerprints)?;
         }
         self.note_parameters(&states[1], &states[2], states.get(3))
     }
 
     fn state(&mut self) -> Result<Vec<ScalarValue>> {
-        let fingerprints = F::column(&std::mem::take(&mut self.fingerprints))?;
-        let list = ListArray::new(
-            Arc::new(Field::new_list_field(F::data_type(), true)),
-            OffsetBuffer::from_lengths([fingerprints.len()]),
-            fingerprints,
-            None,
-        );
-        let fresh = BooleanArray::from(std::mem::take(&mut self.fresh));
-        let fresh = ListArray::new(
-            Arc::new(Field::new_list_field(DataType::Boolean, true)),
-            OffsetBuffer::from_lengths([fresh.len()]),
-            Arc::new(fresh),
-            None,
-        );
-        Ok(vec![
-            ScalarValue::List(Arc::new(list)),
-            ScalarValue::Int64(self.band),
-            ScalarValue::Int64(self.k),
-            ScalarValue::Utf8(self.plan.clone()),
-            ScalarValue::List(Arc::new(fresh)),
-        ])
+        let group = std::mem::take(self);
+        self.band = group.band;
+        self.k = group.k;
+        self.plan.clone_from(&group.plan);
+        states(vec![group])?
+            .iter()
+            .map(|column| ScalarValue::try_from_array(column, 0))
+            .collect()
     }
 
     fn evaluate(&mut self) -> Result<ScalarValue> {
         let pairs = self.pairs()?;
-        let a: Vec<F> = pairs.iter().map(|p| p.0).collect();
-        let b: Vec<F> = pairs.iter().map(|p| p.1).collect();
-        let fields = pair_fields(&F::data_type());
-        let structs = StructArray::new(fields.clone(), vec![F::column(&a)?, F::column(&b)?], None);
-        let list = ListArray::new(
-            Arc::new(Field::new_list_field(DataType::Struct(fields), true)),
-            OffsetBuffer::from_lengths([structs.len()]),
-            Arc::new(structs),
-            None,
-        );
-        Ok(ScalarValue::List(Arc::new(list)))
+        Ok(ScalarValue::List(Arc::new(pairs_column(vec![pairs])?)))
     }
 
     fn size(&self) -> usize {
@@ -400,8 +470,200 @@ impl<F: FingerprintColumn> Accumulator for BandPairs<F> {
     }
 }
 
+/// The states of some groups as the aggregate's state columns (see `state_fields`).
+fn states<F: FingerprintColumn>(groups: Vec<BandPairs<F>>) -> Result<Vec<ArrayRef>> {
+    let list = |data_type: DataType, lengths: Vec<usize>, values: ArrayRef| -> ArrayRef {
+        Arc::new(ListArray::new(
+            Arc::new(Field::new_list_field(data_type, true)),
+            OffsetBuffer::from_lengths(lengths),
+            values,
+            None,
+        ))
+    };
+    let lengths = groups.iter().map(|g| g.fingerprints.len()).collect();
+    let fresh_lengths = groups.iter().map(|g| g.fresh.len()).collect();
+    let mut fingerprints: Vec<F> =
+        Vec::with_capacity(groups.iter().map(|g| g.fingerprints.len()).sum());
+    for group in &groups {
+        fingerprints.extend_from_slice(&group.fingerprints);
+    }
+    let fresh: BooleanArray = groups
+        .iter()
+        .flat_map(|g| g.fresh.iter().map(|&f| Some(f)))
+        .collect();
+    Ok(vec![
+        list(F::data_type(), lengths, F::into_column(fingerprints)?),
+        Arc::new(groups.iter().map(|g| g.band).collect::<Int64Array>()),
+        Arc::new(groups.iter().map(|g| g.k).collect::<Int64Array>()),
+        Arc::new(
+            groups
+                .iter()
+                .map(|g| g.plan.as_deref())
+                .collect::<StringArray>(),
+        ),
+        list(DataType::Boolean, fresh_lengths, Arc::new(fresh)),
+    ])
+}
+
+/// One list of `{simhash_a, simhash_b}` per group.
+fn pairs_column<F: FingerprintColumn>(per_group: Vec<Vec<(F, F)>>) -> Result<ListArray> {
+    let lengths: Vec<usize> = per_group.iter().map(Vec::len).collect();
+    let a: Vec<F> = per_group.iter().flatten().map(|p| p.0).collect();
+    let b: Vec<F> = per_group.iter().flatten().map(|p| p.1).collect();
+    let fields = pair_fields(&F::data_type());
+    let structs = StructArray::new(fields.clone(), vec![F::column(&a)?, F::column(&b)?], None);
+    Ok(ListArray::new(
+        Arc::new(Field::new_list_field(DataType::Struct(fields), true)),
+        OffsetBuffer::from_lengths(lengths),
+        Arc::new(structs),
+        None,
+    ))
+}
+
+/// `band_pairs` for all the groups of a hash aggregate at once: each row goes straight to its
+/// group's fingerprints. (Without it, DataFusion gathers every group's rows of every batch with
+/// a `take` and calls one accumulator per group: most of the candidate stage's time outside the
+/// sort-and-scan itself.)
+#[derive(Debug)]
+struct BandPairsGroups<F> {
+    groups: Vec<BandPairs<F>>,
+    /// Fingerprints held over all groups, for `size` without a walk over the groups.
+    held: usize,
+}
+
+impl<F> Default for BandPairsGroups<F> {
+    fn default() -> Self {
+        Self {
+            groups: Vec::new(),
+            held: 0,
+        }
+    }
+}
+
+impl<F: FingerprintColumn + radsort::Key> BandPairsGroups<F> {
+    fn take(&mut self, emit_to: EmitTo) -> Vec<BandPairs<F>> {
+        let taken = emit_to.take_needed(&mut self.groups);
+        self.held -= taken.iter().map(|g| g.fingerprints.len()).sum::<usize>();
+        taken
+    }
+
+    /// Notes each group's band, k and plan from its first row that has them.
+    fn note_parameters(&mut self, values: &[ArrayRef], group_indices: &[usize]) -> Result<()> {
+        let (band, k) = (as_int64_array(&values[1])?, as_int64_array(&values[2])?);
+        let plan = values
+            .get(3)
+            .map(|plan| as_string_array(plan))
+            .transpose()?;
+        for (row, &index) in group_indices.iter().enumerate() {
+            let group = &mut self.groups[index];
+            if group.band.is_none() && band.is_valid(row) {
+                group.band = Some(band.value(row));
+            }
+            if group.k.is_none() && k.is_valid(row) {
+                group.k = Some(k.value(row));
+            }
+            if let (None, Some(plan)) = (&group.plan, plan)
+                && plan.is_valid(row)
+            {
+                group.plan = Some(plan.value(row).to_string());
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<F: FingerprintColumn + radsort::Key> GroupsAccumulator for BandPairsGroups<F> {
+    fn update_batch(
+        &mut self,
+        values: &[ArrayRef],
+        group_indices: &[usize],
+        opt_filter: Option<&BooleanArray>,
+        total_num_groups: usize,
+    ) -> Result<()> {
+        self.groups
+            .resize_with(total_num_groups, BandPairs::default);
+        let passes = |row: usize| opt_filter.is_none_or(|f| f.is_valid(row) && f.value(row));
+        let fresh = values.get(4).map(|f| as_boolean_array(f)).transpose()?;
+        let (groups, held) = (&mut self.groups, &mut self.held);
+        F::for_each_value(&values[0], |row, fingerprint| {
+            if !passes(row) {
+                return;
+            }
+            let group = &mut groups[group_indices[row]];
+            group.fingerprints.push(fingerprint);
+            if let Some(fresh) = fresh {
+                group.fresh.push(fresh.is_valid(row) && fresh.value(row));
+            }
+            *held += 1;
+        })?;
+        self.note_parameters(values, group_indices)
+    }
+
+    fn merge_batch(
+        &mut self,
+        values: &[ArrayRef],
+        group_indices: &[usize],
+        total_num_groups: usize,
+    ) -> Result<()> {
+        self.groups
+            .resize_with(total_num_groups, BandPairs::default);
+        let lists = as_list_array(&values[0])?;
+        let fresh_lists = as_list_array(&values[4])?;
+        for (row, &index) in group_indices.iter().enumerate() {
+            let group = &mut self.groups[index];
+            if lists.is_valid(row) {
+                let before = group.fingerprints.len();
+                F::extend_values(&lists.value(row), &mut group.fingerprints)?;
+                self.held += group.fingerprints.len() - before;
+            }
+            if fresh_lists.is_valid(row) {
+                let fresh = fresh_lists.value(row);
+                group
+                    .fresh
+                    .extend(as_boolean_array(&fresh)?.iter().map(|f| f == Some(true)));
+            }
+        }
+        self.note_parameters(values, group_indices)
+    }
+
+    fn state(&mut self, emit_to: EmitTo) -> Result<Vec<ArrayRef>> {
+        states(self.take(emit_to))
+    }
+
+    /// Each row as a group of its own (DataFusion passes rows on this way when a partial
+    /// aggregate hardly reduces them); a filtered-out or NULL row is an empty group.
+    fn convert_to_state(
+        &self,
+        values: &[ArrayRef],
+        opt_filter: Option<&BooleanArray>,
+    ) -> Result<Vec<ArrayRef>> {
+        let rows = values.first().map_or(0, |v| v.len());
+        let mut each_row = Self::default();
+        let indices: Vec<usize> = (0..rows).collect();
+        each_row.update_batch(values, &indices, opt_filter, rows)?;
+        states(each_row.groups)
+    }
+
+    fn evaluate(&mut self, emit_to: EmitTo) -> Result<ArrayRef> {
+        let pairs = self
+            .take(emit_to)
+            .iter_mut()
+            .map(BandPairs::pairs)
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Arc::new(pairs_column(pairs)?))
+    }
+
+    fn size(&self) -> usize {
+        size_of_val(self)
+            + self.groups.capacity() * size_of::<BandPairs<F>>()
+            + self.held * (size_of::<F>() + 1)
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use datafusion::arrow::array::{Array, AsArray};
     use datafusion::arrow::datatypes::UInt64Type;
 
@@ -554,6 +816,119 @@ mod tests {
         assert_eq!(found.len(), total, "a pair found twice");
         assert!(brute.len() > 100, "the data must have fresh pairs");
         assert_eq!(found, brute);
+    }
+
+    /// Grouped by slices of each table's key, over several partitions and batches (DataFusion's
+    /// grouped accumulator, partial and final), with fingerprints listed twice, NULLs and a
+    /// FILTER: all groups' pairs together are the brute-force pairs within k, each once, and with
+    /// `fresh` those with a fresh member (a fingerprint is fresh if any of its rows is).
+    #[tokio::test]
+    async fn grouped_pairs_are_the_brute_force_pairs() {
+        use std::collections::HashMap;
+
+        use datafusion::arrow::array::{BooleanArray, RecordBatch, UInt64Array};
+        use datafusion::arrow::datatypes::{DataType, Field, Schema};
+        use datafusion::datasource::MemTable;
+
+        use crate::fingerprint::Fingerprint;
+
+        let mut random = crate::rng::SplitMix64(0x6E0);
+        let mut rows: Vec<(Option<u64>, bool)> = Vec::new();
+        for _ in 0..400 {
+            let base = random.next_u64();
+            for distance in 0..=4 {
+                let mut f = base;
+                for _ in 0..distance {
+                    f ^= 1 << (random.next_u64() % 64);
+                }
+                let fresh = random.next_u64().is_multiple_of(3);
+                rows.push((Some(f), fresh));
+                if random.next_u64().is_multiple_of(8) {
+                    rows.push((Some(f), !fresh));
+                }
+            }
+            rows.push((None, true));
+        }
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("f", DataType::UInt64, true),
+            Field::new("fresh", DataType::Boolean, false),
+        ]));
+        let batch = |rows: &[(Option<u64>, bool)]| {
+            RecordBatch::try_new(
+                Arc::clone(&schema),
+                vec![
+                    Arc::new(rows.iter().map(|r| r.0).collect::<UInt64Array>()),
+                    Arc::new(rows.iter().map(|r| Some(r.1)).collect::<BooleanArray>()),
+                ],
+            )
+            .unwrap()
+        };
+        let partitions: Vec<Vec<RecordBatch>> = rows
+            .chunks(rows.len().div_ceil(3))
+            .map(|part| part.chunks(97).map(batch).collect())
+            .collect();
+        let ctx = crate::udf::test_util::context();
+        let table = MemTable::try_new(Arc::clone(&schema), partitions).unwrap();
+        ctx.register_table("t", Arc::new(table)).unwrap();
+
+        let mut is_fresh: HashMap<u64, bool> = HashMap::new();
+        for &(f, fresh) in &rows {
+            if let Some(f) = f {
+                *is_fresh.entry(f).or_default() |= fresh;
+            }
+        }
+        let mut distinct: Vec<u64> = is_fresh.keys().copied().collect();
+        distinct.sort_unstable();
+        let brute = |keep: &dyn Fn(u64, u64) -> bool| {
+            let mut pairs = Vec::new();
+            for (i, &a) in distinct.iter().enumerate() {
+                for &b in &distinct[i + 1..] {
+                    if a.hamming(b) <= 3 && keep(a, b) {
+                        pairs.push((a, b));
+                    }
+                }
+            }
+            pairs
+        };
+        // (fresh argument, FILTER clause, the pairs expected)
+        let cases = [
+            ("", "", brute(&|_, _| true)),
+            (", fresh", "", brute(&|a, b| is_fresh[&a] || is_fresh[&b])),
+            (
+                "",
+                " FILTER (WHERE f % 2 = 0)",
+                brute(&|a, b| a % 2 == 0 && b % 2 == 0),
+            ),
+        ];
+        for (fresh, filter, expected) in cases {
+            let batches = ctx
+                .sql(&format!(
+                    "SELECT band_pairs(f, band, 3, 'bands:4'{fresh}){filter} AS pairs \
+                     FROM (SELECT unnest(range(1, 5)) AS band) CROSS JOIN t \
+                     GROUP BY band, band_key(f, band, 'bands:4') % arrow_cast(7, 'UInt64')"
+                ))
+                .await
+                .unwrap()
+                .collect()
+                .await
+                .unwrap();
+            let mut found = Vec::new();
+            for batch in &batches {
+                let lists = batch.column(0).as_list::<i32>();
+                for list in lists.iter().flatten() {
+                    let structs = list.as_struct();
+                    let a = structs.column(0).as_primitive::<UInt64Type>();
+                    let b = structs.column(1).as_primitive::<UInt64Type>();
+                    found.extend((0..structs.len()).map(|i| (a.value(i), b.value(i))));
+                }
+            }
+            let total = found.len();
+            found.sort_unstable();
+            found.dedup();
+            assert_eq!(found.len(), total, "{fresh}{filter}: a pair found twice");
+            assert!(expected.len() > 300, "the data must have pairs");
+            assert_eq!(found, expected, "{fresh}{filter}");
+        }
     }
 
     #[tokio::test]
