@@ -19,23 +19,32 @@ use crate::udf::FingerprintColumn;
 /// Labels every node that appears on an edge with its component, the label being the smallest
 /// node of the component (deterministic, whatever the edge order). Sorted by node.
 ///
-/// Compact: the nodes are the edges' ends sorted once, a node's place in that list is its index
-/// in the union-find, and the smallest node of a component is the first of its members in the
-/// list. Beside the edges themselves it holds about 17 bytes per node, where a hash map from
-/// node to index held over 40.
+/// Compact: the edges' ends are sorted once with where each came from, so a node's index in the
+/// union-find is its place among the distinct ends, found without a lookup (a binary search per
+/// end took 12.8 s of 14 at 10.8M edges, most of it waiting on memory). The smallest node of a
+/// component is then the first of its members in that order.
 pub fn connected_components<N: Copy + Ord>(edges: impl IntoIterator<Item = (N, N)>) -> Vec<(N, N)> {
-    let edges: Vec<(N, N)> = edges.into_iter().collect();
-    let mut nodes: Vec<N> = Vec::with_capacity(edges.len() * 2);
-    nodes.extend(edges.iter().flat_map(|&(a, b)| [a, b]));
-    nodes.sort_unstable();
-    nodes.dedup();
-    nodes.shrink_to_fit();
-    let place = |node: &N| nodes.binary_search(node).unwrap_or_else(|at| at);
-    let mut sets = UnionFind::<usize>::new(nodes.len());
-    for (a, b) in &edges {
-        sets.union(place(a), place(b));
+    let mut ends: Vec<(N, usize)> = edges
+        .into_iter()
+        .enumerate()
+        .flat_map(|(i, (a, b))| [(a, 2 * i), (b, 2 * i + 1)])
+        .collect();
+    ends.sort_unstable();
+    // Ends 2i and 2i + 1 are edge i's; each gets its node's index.
+    let mut index = vec![0usize; ends.len()];
+    let mut nodes: Vec<N> = Vec::new();
+    for &(node, end) in &ends {
+        if nodes.last() != Some(&node) {
+            nodes.push(node);
+        }
+        index[end] = nodes.len() - 1;
     }
-    drop(edges);
+    drop(ends);
+    let mut sets = UnionFind::<usize>::new(nodes.len());
+    for edge in index.chunks_exact(2) {
+        sets.union(edge[0], edge[1]);
+    }
+    drop(index);
     // Visiting the nodes in order, the first member of each component seen is its smallest.
     let roots = sets.into_labeling();
     let mut label: Vec<Option<N>> = vec![None; nodes.len()];
