@@ -350,25 +350,18 @@ impl<F: FingerprintColumn + radsort::Key> BandPairs<F> {
         if self.fresh.is_empty() {
             // Every member fresh: the fingerprints alone, sorted where they are.
             radsort::sort_by_key(&mut self.fingerprints, |f| f.masked(mask));
-            let mut run = Vec::new();
-            for same_bits in self
-                .fingerprints
-                .chunk_by(|a, b| a.masked(mask) == b.masked(mask))
-            {
-                if same_bits.len() < 2 {
-                    continue;
-                }
-                // By fingerprint: the earlier member is the smaller; one listed twice is one.
-                run.clear();
-                run.extend_from_slice(same_bits);
-                run.sort_unstable();
-                run.dedup();
-                for (i, &a) in run.iter().enumerate() {
-                    for &b in &run[i + 1..] {
-                        keep(a, b);
+            each_run(
+                &self.fingerprints,
+                |a, b| a.masked(mask) == b.masked(mask),
+                |later, kept| later == kept,
+                |run| {
+                    for (i, &a) in run.iter().enumerate() {
+                        for &b in &run[i + 1..] {
+                            keep(a, b);
+                        }
                     }
-                }
-            }
+                },
+            );
             return Ok(pairs);
         }
         let fresh = |i: usize| self.fresh.get(i).copied().unwrap_or(true);
@@ -380,21 +373,14 @@ impl<F: FingerprintColumn + radsort::Key> BandPairs<F> {
             .collect();
         radsort::sort_by_key(&mut members, |m| m.0.masked(mask));
         let mut fresh_members = Vec::new();
-        let mut run = Vec::new();
-        for same_bits in members.chunk_by(|a, b| a.0.masked(mask) == b.0.masked(mask)) {
-            if same_bits.len() < 2 {
-                continue;
-            }
-            // Within a run, by fingerprint: the earlier member is the smaller, and a fingerprint
-            // listed twice is one member, fresh if either row says so.
-            run.clear();
-            run.extend_from_slice(same_bits);
-            run.sort_unstable();
-            run.dedup_by(|later, kept| {
-                let same = later.0 == kept.0;
-                kept.1 |= same && later.1;
-                same
-            });
+        let same_bits = |a: &(F, bool), b: &(F, bool)| a.0.masked(mask) == b.0.masked(mask);
+        // A fingerprint listed twice is fresh if either row says so.
+        let merge = |later: &mut (F, bool), kept: &mut (F, bool)| {
+            let same = later.0 == kept.0;
+            kept.1 |= same && later.1;
+            same
+        };
+        each_run(&members, same_bits, merge, |run| {
             fresh_members.clear();
             fresh_members.extend((0..run.len()).filter(|&i| run[i].1));
             if fresh_members.len() == run.len() {
@@ -403,7 +389,7 @@ impl<F: FingerprintColumn + radsort::Key> BandPairs<F> {
                         keep(a, b);
                     }
                 }
-                continue;
+                return;
             }
             // Some members are not fresh: each fresh one against the run, a pair of two fresh
             // ones from the first of them, so the work grows with the fresh members only.
@@ -416,8 +402,31 @@ impl<F: FingerprintColumn + radsort::Key> BandPairs<F> {
                     if j < i { keep(b, a) } else { keep(a, b) }
                 }
             }
-        }
+        });
         Ok(pairs)
+    }
+}
+
+/// Calls `each` with every run of two or more members that share the table's bits
+/// (`same_bits`; `sorted` is sorted by those bits), the run sorted by fingerprint and a
+/// fingerprint listed twice merged into one (`merge`, as `Vec::dedup_by`): the earlier member of
+/// a pair is then the smaller.
+fn each_run<T: Copy + Ord>(
+    sorted: &[T],
+    same_bits: impl Fn(&T, &T) -> bool,
+    mut merge: impl FnMut(&mut T, &mut T) -> bool,
+    mut each: impl FnMut(&[T]),
+) {
+    let mut run = Vec::new();
+    for same in sorted.chunk_by(&same_bits) {
+        if same.len() < 2 {
+            continue;
+        }
+        run.clear();
+        run.extend_from_slice(same);
+        run.sort_unstable();
+        run.dedup_by(&mut merge);
+        each(&run);
     }
 }
 
@@ -450,10 +459,14 @@ impl<F: FingerprintColumn + radsort::Key> Accumulator for BandPairs<F> {
     }
 
     fn state(&mut self) -> Result<Vec<ScalarValue>> {
-        let group = std::mem::take(self);
-        self.band = group.band;
-        self.k = group.k;
-        self.plan.clone_from(&group.plan);
+        let group = BandPairs {
+            fingerprints: std::mem::take(&mut self.fingerprints),
+            fresh: std::mem::take(&mut self.fresh),
+            band: self.band,
+            k: self.k,
+            plan: self.plan.clone(),
+            width: PhantomData,
+        };
         states(vec![group])?
             .iter()
             .map(|column| ScalarValue::try_from_array(column, 0))
@@ -487,10 +500,12 @@ fn states<F: FingerprintColumn>(groups: Vec<BandPairs<F>>) -> Result<Vec<ArrayRe
     for group in &groups {
         fingerprints.extend_from_slice(&group.fingerprints);
     }
-    let fresh: BooleanArray = groups
-        .iter()
-        .flat_map(|g| g.fresh.iter().map(|&f| Some(f)))
-        .collect();
+    let fresh = BooleanArray::from(
+        groups
+            .iter()
+            .flat_map(|g| g.fresh.iter().copied())
+            .collect::<Vec<bool>>(),
+    );
     Ok(vec![
         list(F::data_type(), lengths, F::into_column(fingerprints)?),
         Arc::new(groups.iter().map(|g| g.band).collect::<Int64Array>()),

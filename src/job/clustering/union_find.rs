@@ -19,10 +19,10 @@ use crate::udf::FingerprintColumn;
 /// Labels every node that appears on an edge with its component, the label being the smallest
 /// node of the component (deterministic, whatever the edge order). Sorted by node.
 ///
-/// Compact: the edges' ends are sorted once with where each came from, so a node's index in the
+/// The edges' ends are sorted once with where each came from, so a node's index in the
 /// union-find is its place among the distinct ends, found without a lookup (a binary search per
-/// end took 12.8 s of 14 at 10.8M edges, most of it waiting on memory). The smallest node of a
-/// component is then the first of its members in that order.
+/// end took 12.8 s of 14 at 10.8M random edges, most of it waiting on memory). The smallest node
+/// of a component is then the first of its members in that order.
 pub fn connected_components<N: Copy + Ord>(edges: impl IntoIterator<Item = (N, N)>) -> Vec<(N, N)> {
     let mut ends: Vec<(N, usize)> = edges
         .into_iter()
