@@ -15,18 +15,32 @@ SELECT d.id, d.simhash, d.fresh
 FROM (SELECT simhash FROM fingerprints WHERE document_count > 1) f
 JOIN documents d ON d.simhash = f.simhash;
 
+-- Documents whose fingerprint is the second of a fingerprint pair: the build side of the
+-- pairs' second join. The rows coming into that join (a pair for each document of its first
+-- fingerprint) outnumber them: a million generated documents gave 10.6 million rows against
+-- 0.9 million documents, and holding the rows took 2.1 GiB against 0.6.
+CREATE VIEW second_documents AS
+SELECT d.id, d.simhash, d.fresh
+FROM (SELECT simhash_b AS simhash FROM fingerprint_pairs GROUP BY simhash_b) f
+JOIN documents d ON d.simhash = f.simhash;
+
 COPY (
-    SELECT CASE WHEN x.id < y.id THEN x.id ELSE y.id END AS id_a,
-           CASE WHEN x.id < y.id THEN y.id ELSE x.id END AS id_b,
-           p.distance AS distance,
-           p.similarity AS similarity
-    FROM fingerprint_pairs p
-    JOIN documents x ON x.simhash = p.simhash_a
-    JOIN documents y ON y.simhash = p.simhash_b
+    -- least / greatest rather than CASE: a CASE over two string columns took 3.8 s of CPU for
+    -- 26 million pairs, least and greatest 1.7 s.
+    SELECT least(x.id, y.id) AS id_a,
+           greatest(x.id, y.id) AS id_b,
+           x.distance AS distance,
+           x.similarity AS similarity
+    FROM second_documents y
+    JOIN (SELECT p.simhash_b, p.distance, p.similarity, d.id, d.fresh
+          -- The planner puts the smaller of these two tables on the build side.
+          FROM fingerprint_pairs p
+          JOIN documents d ON d.simhash = p.simhash_a) x
+      ON y.simhash = x.simhash_b
     WHERE x.fresh OR y.fresh
     UNION ALL
-    SELECT CASE WHEN x.id < y.id THEN x.id ELSE y.id END AS id_a,
-           CASE WHEN x.id < y.id THEN y.id ELSE x.id END AS id_b,
+    SELECT least(x.id, y.id) AS id_a,
+           greatest(x.id, y.id) AS id_b,
            arrow_cast(0, 'UInt8') AS distance,
            -- Documents of one fingerprint are not checked against each other.
            CAST(NULL AS DOUBLE) AS similarity

@@ -32,8 +32,8 @@ FROM (SELECT d.id, d.simhash, d.batch, d.input_order, d.fresh
 GROUP BY simhash;
 
 COPY (
-    SELECT CASE WHEN x.id < y.id THEN x.id ELSE y.id END AS id_a,
-           CASE WHEN x.id < y.id THEN y.id ELSE x.id END AS id_b,
+    SELECT least(x.id, y.id) AS id_a,
+           greatest(x.id, y.id) AS id_b,
            p.distance AS distance,
            p.similarity AS similarity
     FROM fingerprint_pairs p
@@ -41,8 +41,8 @@ COPY (
     JOIN heads y ON y.simhash = p.simhash_b
     WHERE x.fresh OR y.fresh
     UNION ALL
-    SELECT CASE WHEN s.id < h.id THEN s.id ELSE h.id END AS id_a,
-           CASE WHEN s.id < h.id THEN h.id ELSE s.id END AS id_b,
+    SELECT least(s.id, h.id) AS id_a,
+           greatest(s.id, h.id) AS id_b,
            arrow_cast(0, 'UInt8') AS distance,
            CAST(NULL AS DOUBLE) AS similarity
     FROM documents s

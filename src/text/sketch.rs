@@ -65,27 +65,33 @@ impl SketchBuilder {
 /// The estimated Jaccard similarity of the feature sets behind two sketches, in 0..=1; `None`
 /// when either is not a sketch (wrong length) or both documents have no features.
 pub fn similarity(a: &[u8], b: &[u8]) -> Option<f64> {
-    if a.len() != SKETCH_BYTES || b.len() != SKETCH_BYTES {
-        return None;
-    }
-    let (mut agree, mut compared) = (0u32, 0u32);
-    for (x, y) in a.chunks_exact(2).zip(b.chunks_exact(2)) {
-        let (x, y) = (
-            u16::from_le_bytes([x[0], x[1]]),
-            u16::from_le_bytes([y[0], y[1]]),
-        );
-        if x == 0 && y == 0 {
-            continue;
-        }
-        compared += 1;
-        agree += u32::from(x == y);
+    let (a, b): (&[u8; SKETCH_BYTES], &[u8; SKETCH_BYTES]) =
+        (a.try_into().ok()?, b.try_into().ok()?);
+    // Four bins at a time, in the 16-bit lanes of a word, without a branch per bin:
+    // verification calls this once per candidate pair, tens of millions of times on a large
+    // corpus. A bin not empty in both is a non-zero lane of x | y; one that differs, of x ^ y.
+    let (mut compared, mut differ) = (0u32, 0u32);
+    let (a, b) = (a.as_chunks::<8>().0, b.as_chunks::<8>().0);
+    for (&x, &y) in a.iter().zip(b) {
+        let (x, y) = (u64::from_le_bytes(x), u64::from_le_bytes(y));
+        compared += nonzero_lanes(x | y);
+        differ += nonzero_lanes(x ^ y);
     }
     if compared == 0 {
         return None;
     }
     let chance = 1.0 / 65535.0;
-    let estimate = f64::from(agree) / f64::from(compared);
+    let estimate = f64::from(compared - differ) / f64::from(compared);
     Some(((estimate - chance) / (1.0 - chance)).clamp(0.0, 1.0))
+}
+
+/// How many of a word's four 16-bit lanes are not zero. Adding 0x7fff to a lane's low 15 bits
+/// sets its top bit exactly when they are not all zero, and cannot carry into the next lane.
+#[inline]
+fn nonzero_lanes(word: u64) -> u32 {
+    const LOW_BITS: u64 = 0x7fff_7fff_7fff_7fff;
+    const TOP_BITS: u64 = 0x8000_8000_8000_8000;
+    ((((word & LOW_BITS) + LOW_BITS) | word) & TOP_BITS).count_ones()
 }
 
 #[cfg(test)]
@@ -115,6 +121,40 @@ mod tests {
         assert_eq!(similarity(&sketch(&[]), &sketch(&[])), None);
         assert_eq!(similarity(&sketch(&a), &sketch(&[])), Some(0.0));
         assert_eq!(similarity(&sketch(&a), &[0u8; 3]), None);
+    }
+
+    #[test]
+    fn similarity_is_the_share_of_agreeing_bins_counted_one_by_one() {
+        // The oracle: walk the bins, skip those empty in both, count the ones that agree.
+        fn by_bins(a: &[u8], b: &[u8]) -> Option<f64> {
+            let (mut agree, mut compared) = (0u32, 0u32);
+            for bin in 0..BINS {
+                let x = u16::from_le_bytes([a[2 * bin], a[2 * bin + 1]]);
+                let y = u16::from_le_bytes([b[2 * bin], b[2 * bin + 1]]);
+                if x == 0 && y == 0 {
+                    continue;
+                }
+                compared += 1;
+                agree += u32::from(x == y);
+            }
+            let chance = 1.0 / 65535.0;
+            (compared > 0).then(|| {
+                ((f64::from(agree) / f64::from(compared) - chance) / (1.0 - chance)).clamp(0.0, 1.0)
+            })
+        }
+        let mut rng = SplitMix64(11);
+        for trial in 0..2_000 {
+            // Small sets leave most bins empty; shared features make bins agree.
+            let size = [0, 1, 5, 40, 130, 600][trial % 6];
+            let shared = rng.below(size + 1);
+            let common: Vec<u64> = (0..shared).map(|_| rng.next_u64()).collect();
+            let mut a = common.clone();
+            let mut b = common;
+            a.extend((shared..size).map(|_| rng.next_u64()));
+            b.extend((0..rng.below(size + 1)).map(|_| rng.next_u64()));
+            let (sa, sb) = (sketch(&a), sketch(&b));
+            assert_eq!(similarity(&sa, &sb), by_bins(&sa, &sb), "trial {trial}");
+        }
     }
 
     #[test]
