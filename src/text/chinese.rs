@@ -11,11 +11,16 @@ use jieba_rs::{Jieba, KeywordExtract, KeywordExtractConfig, TfIdf};
 use super::options::OptionError;
 
 static JIEBA: LazyLock<Jieba> = LazyLock::new(Jieba::new);
-static DEFAULT_TFIDF: LazyLock<Arc<TfIdf>> = LazyLock::new(|| Arc::new(TfIdf::default()));
+static DEFAULT_TFIDF: LazyLock<TfIdf> = LazyLock::new(TfIdf::default);
 
-/// A TF-IDF table with its stop words.
+/// A TF-IDF table with its stop words: jieba's own, parsed on first use (about 0.1 s, which
+/// every run would otherwise spend before its first document, whatever its feature mode), or
+/// one built from a user's files.
 #[derive(Clone)]
-pub struct Keywords(Arc<TfIdf>);
+pub enum Keywords {
+    Default,
+    Own(Arc<TfIdf>),
+}
 
 impl std::fmt::Debug for Keywords {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -26,7 +31,7 @@ impl std::fmt::Debug for Keywords {
 impl Keywords {
     /// jieba's own IDF table and stop words.
     pub fn default_table() -> Self {
-        Self(Arc::clone(&DEFAULT_TFIDF))
+        Self::Default
     }
 
     /// jieba's IDF table, or the one in `idf`; jieba's stop words, or `stop_words`.
@@ -66,13 +71,17 @@ impl Keywords {
                 tfidf
             }
         };
-        Ok(Self(Arc::new(tfidf)))
+        Ok(Self::Own(Arc::new(tfidf)))
     }
 
     /// The `top_k` keywords of `text` by TF-IDF with their weights, best first (ties broken by
     /// the word, so the result is deterministic). `usize::MAX` keeps every word.
     pub fn extract(&self, text: &str, top_k: usize) -> impl Iterator<Item = (String, f64)> {
-        self.0
+        let table: &TfIdf = match self {
+            Self::Default => &DEFAULT_TFIDF,
+            Self::Own(table) => table,
+        };
+        table
             .extract_keywords(&JIEBA, text, top_k, Vec::new())
             .into_iter()
             .map(|k| (k.keyword, k.weight))
