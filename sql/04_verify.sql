@@ -11,9 +11,15 @@
 -- which stages 4 and 5 read: simhash_a, simhash_b, distance, similarity.
 
 COPY (
-    SELECT simhash, min(sketch) AS sketch
-    -- The candidates' fingerprints first: a hash join holds its first input in memory.
-    FROM (SELECT d.simhash, d.sketch
+    -- min over Binary, cast back: DataFusion has a grouped min for Binary and none for
+    -- FixedSizeBinary, whose fallback keeps a boxed accumulator per fingerprint (at 1M
+    -- documents 0.51 s against 0.97 s).
+    SELECT simhash,
+           arrow_cast(min(arrow_cast(sketch, 'Binary')), 'FixedSizeBinary(256)') AS sketch
+    -- The candidates' fingerprints first: a hash join holds its first input in memory (this
+    -- stage runs with the joins in the order written, src/job/matching.rs). c.simhash, not
+    -- d.simhash: the planner would make a semi-join of it, holding the documents.
+    FROM (SELECT c.simhash, d.sketch
           FROM (SELECT simhash_a AS simhash FROM candidate_pairs
                 UNION
                 SELECT simhash_b FROM candidate_pairs) c
