@@ -293,8 +293,9 @@ fn a_full_temporary_folder_is_named_with_tmpdir() {
         path_str(&fingerprints),
     ]);
     // At the floor and on two partitions the first aggregate (the check for repeated ids)
-    // spills, into the full TMPDIR. Not fewer: with 20,000 fingerprints a later stage spilled
-    // until the document pairs' plan changed, and then nothing did.
+    // spills, into the full TMPDIR. Not fewer: 20,000, the count this test had, stopped
+    // spilling at all when the document pairs' plan changed, and 25,000 spill only in the
+    // groups stage.
     let result = Command::new(env!("CARGO_BIN_EXE_neardup"))
         .args([
             "match",
