@@ -77,12 +77,15 @@ pub trait Fingerprint: Copy + Ord + Hash + Debug + Send + Sync + 'static {
 
 impl Fingerprint for u64 {
     const BITS: u32 = 64;
+    #[inline]
     fn hamming(self, other: Self) -> u32 {
         (self ^ other).count_ones()
     }
+    #[inline]
     fn widen(self) -> u128 {
         u128::from(self)
     }
+    #[inline]
     fn masked(self, mask: u128) -> Self {
         self & mask as u64
     }
@@ -93,12 +96,15 @@ impl Fingerprint for u64 {
 
 impl Fingerprint for u128 {
     const BITS: u32 = 128;
+    #[inline]
     fn hamming(self, other: Self) -> u32 {
         (self ^ other).count_ones()
     }
+    #[inline]
     fn widen(self) -> u128 {
         self
     }
+    #[inline]
     fn masked(self, mask: u128) -> Self {
         self & mask
     }
@@ -308,6 +314,7 @@ impl CountingSimHasher {
 }
 
 /// Number of bits in which two fingerprints differ.
+#[inline]
 pub fn hamming(a: u64, b: u64) -> u32 {
     (a ^ b).count_ones()
 }

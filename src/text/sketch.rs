@@ -64,6 +64,7 @@ impl SketchBuilder {
 
 /// The estimated Jaccard similarity of the feature sets behind two sketches, in 0..=1; `None`
 /// when either is not a sketch (wrong length) or both documents have no features.
+#[inline]
 pub fn similarity(a: &[u8], b: &[u8]) -> Option<f64> {
     let (a, b): (&[u8; SKETCH_BYTES], &[u8; SKETCH_BYTES]) =
         (a.try_into().ok()?, b.try_into().ok()?);
