@@ -13,9 +13,10 @@ use crate::plan::{BandPlan, MAX_TABLES, Scheme};
 
 /// Seconds per row (one fingerprint in one table: unnest, grouping, sort), and per candidate
 /// (one popcount inside a run of equal keys), on two cores: fitted to `cargo bench --bench
-/// plans` at 1M fingerprints (56-71 ns per row, 0.54-0.55 ns per candidate; docs/BENCHMARKS.md).
-pub const SECONDS_PER_ROW: f64 = 65e-9;
-pub const SECONDS_PER_CANDIDATE: f64 = 0.55e-9;
+/// plans` at 1M fingerprints, least squares on the relative error of its nine plans
+/// (docs/BENCHMARKS.md).
+pub const SECONDS_PER_ROW: f64 = 51e-9;
+pub const SECONDS_PER_CANDIDATE: f64 = 0.37e-9;
 
 /// Fingerprints the planner samples to count real candidates.
 pub const SAMPLE: usize = 20_000;
