@@ -373,6 +373,9 @@ impl<F: FingerprintColumn + radsort::Key> BandPairs<F> {
     /// without the feature of the function it is inlined into.
     #[inline(always)]
     fn scan_portable(&mut self, mask: u128, found: &mut Found<'_, F>) {
+        // In a register, not read through `found` on every comparison: the inner loops below are
+        // a load, a xor, a popcount and a compare per candidate, and few candidates pass.
+        let k = found.k;
         // Radix sort on the table's bits only: bytes outside the mask are all zero and skipped,
         // so a table of 16 to 32 bits takes 2 to 4 passes over the group.
         if self.fresh.is_empty() {
@@ -386,7 +389,9 @@ impl<F: FingerprintColumn + radsort::Key> BandPairs<F> {
                 }
                 for (i, &a) in run.iter().enumerate() {
                     for &b in &run[i + 1..] {
-                        found.keep(a, b);
+                        if a.hamming(b) <= k {
+                            found.keep(a, b);
+                        }
                     }
                 }
             }
@@ -417,7 +422,9 @@ impl<F: FingerprintColumn + radsort::Key> BandPairs<F> {
             if fresh_members.len() == run.len() {
                 for (i, &(a, _)) in run.iter().enumerate() {
                     for &(b, _) in &run[i + 1..] {
-                        found.keep(a, b);
+                        if a.hamming(b) <= k {
+                            found.keep(a, b);
+                        }
                     }
                 }
                 continue;
@@ -427,7 +434,7 @@ impl<F: FingerprintColumn + radsort::Key> BandPairs<F> {
             for &i in &fresh_members {
                 let a = run[i].0;
                 for (j, &(b, b_fresh)) in run.iter().enumerate() {
-                    if j == i || (b_fresh && j < i) {
+                    if j == i || (b_fresh && j < i) || a.hamming(b) > k {
                         continue;
                     }
                     if j < i {
@@ -441,7 +448,7 @@ impl<F: FingerprintColumn + radsort::Key> BandPairs<F> {
     }
 }
 
-/// Keeps the pairs of one table: within `k` bits, and sharing no earlier table of `plan`.
+/// The pairs of one table: within `k` bits (the scan checks), sharing no earlier table of `plan`.
 struct Found<'a, F> {
     plan: &'a BandPlan,
     band_index: usize,
@@ -450,11 +457,11 @@ struct Found<'a, F> {
 }
 
 impl<F: Fingerprint> Found<'_, F> {
-    #[inline(always)]
+    /// Keeps a pair within k when this is the first table it shares. Out of line: few
+    /// candidates get here, and the scan's inner loop stays small.
+    #[inline(never)]
     fn keep(&mut self, a: F, b: F) {
-        if a.hamming(b) <= self.k
-            && self.plan.first_shared_band(a.widen(), b.widen()) == Some(self.band_index)
-        {
+        if self.plan.first_shared_band(a.widen(), b.widen()) == Some(self.band_index) {
             self.pairs.push((a, b));
         }
     }
