@@ -341,10 +341,9 @@ impl<F: FingerprintColumn + radsort::Key> BandPairs<F> {
         let mut found = Found {
             plan: &plan,
             band_index,
-            k,
             pairs: Vec::new(),
         };
-        self.scan(mask, &mut found);
+        self.scan(mask, k, &mut found);
         Ok(found.pairs)
     }
 
@@ -353,29 +352,28 @@ impl<F: FingerprintColumn + radsort::Key> BandPairs<F> {
     /// the job's hottest popcount (billions of comparisons at k = 7 on ten million documents).
     /// The copy with the feature is picked when the CPU has it (every x86-64 since 2008), so the
     /// binary still runs on any x86-64 and DataFusion's build does not depend on a CPU flag.
-    fn scan(&mut self, mask: u128, found: &mut Found<'_, F>) {
+    fn scan(&mut self, mask: u128, k: u32, found: &mut Found<'_, F>) {
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("popcnt") {
             // SAFETY: the CPU has POPCNT, the only feature the copy assumes.
-            return unsafe { self.scan_with_popcnt(mask, found) };
+            return unsafe { self.scan_with_popcnt(mask, k, found) };
         }
-        self.scan_portable(mask, found);
+        self.scan_portable(mask, k, found);
     }
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "popcnt")]
-    fn scan_with_popcnt(&mut self, mask: u128, found: &mut Found<'_, F>) {
-        self.scan_portable(mask, found);
+    fn scan_with_popcnt(&mut self, mask: u128, k: u32, found: &mut Found<'_, F>) {
+        self.scan_portable(mask, k, found);
     }
 
-    /// Sorts the group by the table's bits (`mask`) and hands `found` every two members of a run.
+    /// Sorts the group by the table's bits (`mask`) and hands `found` every two members of a run
+    /// within `k` bits. `k` is an argument, not read through `found`, so that it stays in a
+    /// register: the inner loops are a load, a xor, a popcount and a compare per candidate.
     /// The pair loops are written here, not in closures: a closure is compiled on its own,
     /// without the feature of the function it is inlined into.
     #[inline(always)]
-    fn scan_portable(&mut self, mask: u128, found: &mut Found<'_, F>) {
-        // In a register, not read through `found` on every comparison: the inner loops below are
-        // a load, a xor, a popcount and a compare per candidate, and few candidates pass.
-        let k = found.k;
+    fn scan_portable(&mut self, mask: u128, k: u32, found: &mut Found<'_, F>) {
         // Radix sort on the table's bits only: bytes outside the mask are all zero and skipped,
         // so a table of 16 to 32 bits takes 2 to 4 passes over the group.
         if self.fresh.is_empty() {
@@ -448,11 +446,10 @@ impl<F: FingerprintColumn + radsort::Key> BandPairs<F> {
     }
 }
 
-/// The pairs of one table: within `k` bits (the scan checks), sharing no earlier table of `plan`.
+/// The pairs of one table: within k bits (the scan checks), sharing no earlier table of `plan`.
 struct Found<'a, F> {
     plan: &'a BandPlan,
     band_index: usize,
-    k: u32,
     pairs: Vec<(F, F)>,
 }
 
@@ -863,13 +860,12 @@ mod tests {
                 let mut found = Found {
                     plan: &plan,
                     band_index: 1,
-                    k,
                     pairs: Vec::new(),
                 };
                 if portable {
-                    group.scan_portable(mask, &mut found);
+                    group.scan_portable(mask, k, &mut found);
                 } else {
-                    group.scan(mask, &mut found);
+                    group.scan(mask, k, &mut found);
                 }
                 found.pairs
             };
