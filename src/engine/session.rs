@@ -4,14 +4,16 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use datafusion::execution::FunctionRegistry;
 use datafusion::execution::memory_pool::FairSpillPool;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::execution::{FunctionRegistry, SessionStateBuilder};
+use datafusion::physical_optimizer::optimizer::PhysicalOptimizer;
 use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
 use futures::StreamExt;
 
 use crate::engine::ballista::{self, Cluster};
 use crate::engine::cluster_access::{ClusterAccess, TlsFiles};
+use crate::engine::on_demand::{DealOnDemand, OnDemand};
 use crate::error::{QueryContext, Result};
 use crate::udf;
 
@@ -89,7 +91,18 @@ pub fn session_context_with(console: &Console) -> Result<SessionContext> {
     let runtime = runtime
         .build_arc()
         .context(|| "setting up the session".into())?;
-    let mut ctx = SessionContext::new_with_config_rt(config, runtime);
+    // The signature stage deals batches out on demand (`OnDemand`), once DataFusion's rules
+    // have placed their repartitions.
+    options.extensions.insert(OnDemand::default());
+    let mut rules = PhysicalOptimizer::new().rules;
+    rules.push(Arc::new(DealOnDemand));
+    let state = SessionStateBuilder::new()
+        .with_config(config)
+        .with_runtime_env(runtime)
+        .with_default_features()
+        .with_physical_optimizer_rules(rules)
+        .build();
+    let mut ctx = SessionContext::new_with_state(state);
     udf::register_all(&mut ctx as &mut dyn FunctionRegistry)
         .context(|| "registering SQL functions".into())?;
     Ok(ctx)

@@ -25,6 +25,7 @@ use datafusion::prelude::SessionContext;
 pub use config::{IndexOptions, JobConfig, JobRequest, Source};
 
 use crate::engine::commit::Staging;
+use crate::engine::on_demand::OnDemand;
 use crate::engine::session::job_session;
 use crate::engine::sql::{Bindings, count_query_stage, run_stage, run_stage_with};
 use crate::engine::stages;
@@ -43,11 +44,12 @@ use crate::job::summary::{PlanReport, Summary};
 /// hold less text in flight (docs/BENCHMARKS.md: about 9% less time and 10% less memory).
 pub const TEXT_BATCH_ROWS: usize = 2048;
 
-/// Rows per batch when one scan per file decodes and the planner deals the batches out to the
-/// cores round-robin (files of few row groups). The deal is fixed in advance, so a batch of
-/// costly pages (Traditional ones, long ones) leaves the other cores idle at the end; smaller
-/// batches even the shares out. debian_docs (one row group, 18,726 documents) on 2 threads:
-/// 0.57-0.61 s with 256 rows against 0.65-0.79 s with 2,048 (`neardup query`, three runs each).
+/// Rows per batch when a file has too few row groups to split by them, and the cores take the
+/// batches on demand (`crate::engine::on_demand`): a core that drew a batch of costly pages
+/// (Traditional ones, long ones) is the last to finish by at most one batch, so smaller batches
+/// even the shares out. When the batches were dealt in turn, debian_docs (one row group, 18,726
+/// documents) on 2 threads took 0.57-0.61 s with 256 rows against 0.65-0.79 s with 2,048
+/// (`neardup query`, three runs each).
 pub const DEALT_TEXT_BATCH_ROWS: usize = 256;
 
 /// Runs the job: its outputs are committed under `config.output` when it returns the summary.
@@ -174,7 +176,8 @@ async fn run_stages(
 /// Stage 1 of `run`: every document's signature, in batches of `TEXT_BATCH_ROWS`. With `split`
 /// (rows numbered by their file's row index) the reading of one file is spread over that many
 /// partitions too: DataFusion gives each a range of its row groups. Without, the batches are of
-/// `DEALT_TEXT_BATCH_ROWS`.
+/// `DEALT_TEXT_BATCH_ROWS` and handed to the cores on demand (`crate::engine::on_demand`), over
+/// a Parquet file cut into as many row ranges as cores.
 async fn sign_texts(
     ctx: &SessionContext,
     bindings: &Bindings,
@@ -193,6 +196,9 @@ async fn sign_texts(
         if let Some(partitions) = split {
             options.execution.target_partitions = partitions;
         }
+        // Where DataFusion would deal the batches out in turn, each core takes the next when
+        // it is ready for one, and a Parquet file is read in row ranges by every core.
+        options.extensions.insert(OnDemand { enabled: true });
         Ok(())
     })
     .await

@@ -256,9 +256,9 @@ pub async fn register_corpus(
 /// partition to get two. Twice as many partitions as `threads` where the row groups allow, so
 /// that a thread whose share was quick to fingerprint (Simplified pages, say, against
 /// Traditional ones that need converting) takes another partition instead of waiting for the
-/// slowest. `None`: one scan per file reads them and the planner deals its batches out
-/// round-robin; a split scan of one row group would leave every partition but one idle, since
-/// the planner deals out batches only to a scan with fewer partitions than the cores.
+/// slowest. `None`: the cores take the batches of each file's scan on demand
+/// (`crate::engine::on_demand`), a local Parquet file cut into one row range per core; a split
+/// by row groups would leave every partition but one idle on a file of one row group.
 pub fn split_scans(corpus: &Corpus, on_cluster: bool, threads: usize) -> Option<usize> {
     if !rows_numbered_by_file(corpus, on_cluster) {
         return None;

@@ -83,3 +83,50 @@ async fn a_file_split_over_the_cores_keeps_each_rows_input_order() {
         sorted_rows(&outputs[1], sql).await
     );
 }
+
+/// A file of one row group, which the signature stage reads in row ranges on every core
+/// (`crate::engine::on_demand`): the input order is still each row's place in the file.
+#[tokio::test]
+async fn a_file_of_one_row_group_read_by_every_core_keeps_each_rows_input_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("one.parquet");
+    corpus_file(&file, 0, 20_000, 100_000);
+    assert_eq!(row_groups(&file), 1);
+    let mut outputs = Vec::new();
+    for threads in ["1", "3"] {
+        let out = dir.path().join(format!("out{threads}"));
+        neardup_ok(&[
+            "run",
+            "--input",
+            path_str(&file),
+            "--output",
+            path_str(&out),
+            "--threads",
+            threads,
+            "--quiet",
+        ]);
+        let batches = query(&out, "SELECT id, input_order FROM signatures").await;
+        let mut orders = Vec::new();
+        for batch in &batches {
+            let ids = batch.column(0).as_primitive::<Int64Type>();
+            let order = batch.column(1).as_primitive::<Int64Type>();
+            for (id, order) in ids.values().iter().zip(order.values()) {
+                // The oracle: ids are the rows' positions.
+                assert_eq!(order, id, "--threads {threads}");
+                orders.push(*order);
+            }
+        }
+        orders.sort_unstable();
+        assert_eq!(
+            orders,
+            (0..20_000).collect::<Vec<i64>>(),
+            "--threads {threads}"
+        );
+        outputs.push(out);
+    }
+    let sql = "SELECT id, simhash, input_order FROM signatures";
+    assert_eq!(
+        sorted_rows(&outputs[0], sql).await,
+        sorted_rows(&outputs[1], sql).await
+    );
+}
