@@ -187,6 +187,22 @@ enum Pass {
 /// lower-casing changes only ASCII capitals. With the character-level script step on, a
 /// Traditional character is noted (`Script`) and the pass goes on.
 fn letters_in_one_pass(text: &str, cleaning: &Cleaning, stops: u8, out: &mut String) -> Pass {
+    // The letters are written as bytes, then checked back into `out` once: pushing one char at
+    // a time cost a branch per byte on whether to keep it, which mispredicts at every space
+    // and punctuation mark.
+    let mut letters = std::mem::take(out).into_bytes();
+    letters.clear();
+    let pass = letters_as_bytes(text, cleaning, stops, &mut letters);
+    *out = match String::from_utf8(letters) {
+        Ok(letters) => letters,
+        // Never taken: only ASCII letters and whole characters of `text` were written.
+        Err(bytes) => String::from_utf8_lossy(bytes.as_bytes()).into_owned(),
+    };
+    pass
+}
+
+/// `letters_in_one_pass` into a byte buffer.
+fn letters_as_bytes(text: &str, cleaning: &Cleaning, stops: u8, out: &mut Vec<u8>) -> Pass {
     let script = stops & CharClass::TRADITIONAL;
     let stop = stops & !script;
     let mut traditional = false;
@@ -198,14 +214,21 @@ fn letters_in_one_pass(text: &str, cleaning: &Cleaning, stops: u8, out: &mut Str
     };
     let bytes = text.as_bytes();
     let mut at = 0;
-    while let Some(&byte) = bytes.get(at) {
-        // ASCII by a table: the letter or digit as the case step leaves it, or 0.
-        if byte.is_ascii() {
-            let letter = ascii[usize::from(byte)];
-            if letter != 0 {
-                out.push(char::from(letter));
+    while at < bytes.len() {
+        // A run of ASCII by a table: each byte's letter or digit as the case step leaves it,
+        // or 0. Every byte is written and the length moves past the letters only, without a
+        // branch on the byte.
+        let run = bytes[at..].iter().take_while(|b| b.is_ascii()).count();
+        if run > 0 {
+            let mut len = out.len();
+            out.resize(len + run, 0);
+            for &byte in &bytes[at..at + run] {
+                let letter = ascii[usize::from(byte & 0x7F)];
+                out[len] = letter;
+                len += usize::from(letter != 0);
             }
-            at += 1;
+            out.truncate(len);
+            at += run;
             continue;
         }
         let Some(c) = text[at..].chars().next() else {
@@ -222,7 +245,7 @@ fn letters_in_one_pass(text: &str, cleaning: &Cleaning, stops: u8, out: &mut Str
             for b in spelled.bytes() {
                 let letter = ascii[usize::from(b & 0x7F)];
                 if letter != 0 {
-                    out.push(char::from(letter));
+                    out.push(letter);
                 }
             }
         } else if class & stop != 0 {
@@ -231,7 +254,7 @@ fn letters_in_one_pass(text: &str, cleaning: &Cleaning, stops: u8, out: &mut Str
             traditional |= class & script != 0;
             if class & CharClass::LETTER != 0 {
                 // The character's own bytes: no encoding it again.
-                out.push_str(&text[at..at + width]);
+                out.extend_from_slice(&bytes[at..at + width]);
             }
         }
         at += width;
