@@ -157,7 +157,10 @@ async fn run_stages(
             let partitions = ctx.state().config().target_partitions();
             let on_cluster = config.console.cluster.is_some();
             let split = source::split_scans(corpus, on_cluster, partitions);
-            let signatures = sign_texts(ctx, &bindings, corpus.rows, split, show);
+            // The on-demand hand-off is this process's own operator, which a cluster's
+            // executors do not have.
+            let on_demand = !on_cluster;
+            let signatures = sign_texts(ctx, &bindings, corpus.rows, split, on_demand, show);
             clock.time("signatures", signatures).await?;
         }
         // A view over the fingerprints given: nothing worth timing.
@@ -176,13 +179,14 @@ async fn run_stages(
 /// Stage 1 of `run`: every document's signature, in batches of `TEXT_BATCH_ROWS`. With `split`
 /// (rows numbered by their file's row index) the reading of one file is spread over that many
 /// partitions too: DataFusion gives each a range of its row groups. Without, the batches are of
-/// `DEALT_TEXT_BATCH_ROWS` and handed to the cores on demand (`crate::engine::on_demand`), over
-/// a Parquet file cut into as many row ranges as cores.
+/// `DEALT_TEXT_BATCH_ROWS` and, with `on_demand` (in this process), handed to the cores on
+/// demand (`crate::engine::on_demand`), over a Parquet file cut into as many row ranges as cores.
 async fn sign_texts(
     ctx: &SessionContext,
     bindings: &Bindings,
     rows: u64,
     split: Option<usize>,
+    on_demand: bool,
     show: bool,
 ) -> Result<()> {
     let _bar = crate::progress::StageBar::documents(rows, show);
@@ -198,7 +202,9 @@ async fn sign_texts(
         }
         // Where DataFusion would deal the batches out in turn, each core takes the next when
         // it is ready for one, and a Parquet file is read in row ranges by every core.
-        options.extensions.insert(OnDemand { enabled: true });
+        if on_demand {
+            options.extensions.insert(OnDemand { enabled: true });
+        }
         Ok(())
     })
     .await
