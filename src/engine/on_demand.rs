@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex};
 use datafusion::common::config::{ConfigExtension, ConfigOptions};
 use datafusion::common::extensions_options;
 use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode, TreeNodeRecursion};
-use datafusion::error::Result as DataFusionResult;
+use datafusion::error::{DataFusionError, Result as DataFusionResult};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::{EquivalenceProperties, Partitioning, PhysicalExpr};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
@@ -134,13 +134,14 @@ impl OnDemandExec {
         }
     }
 
-    /// The shared inputs for output partition `partition`'s stream: those of the execution
-    /// under way, or new ones when this is the first output of an execution.
+    /// The input streams an output partition's stream pulls from: those of the execution
+    /// under way, or new ones when every output of the last execution has been started.
     fn inputs(&self, context: &Arc<TaskContext>) -> DataFusionResult<Arc<Inputs>> {
-        let mut run = self
-            .run
-            .lock()
-            .map_err(|_| datafusion::error::DataFusionError::Internal("poisoned".into()))?;
+        let mut run = self.run.lock().map_err(|_| {
+            DataFusionError::Internal(
+                "OnDemandExec: a partition panicked while opening the inputs".into(),
+            )
+        })?;
         let current = match run.take() {
             Some(current) if current.started < self.outputs => current,
             _ => {
@@ -211,7 +212,7 @@ impl ExecutionPlan for OnDemandExec {
     ) -> DataFusionResult<Arc<dyn ExecutionPlan>> {
         match (children.pop(), children.is_empty()) {
             (Some(input), true) => Ok(Arc::new(Self::new(input, self.outputs))),
-            _ => Err(datafusion::error::DataFusionError::Internal(
+            _ => Err(DataFusionError::Internal(
                 "OnDemandExec has one input".into(),
             )),
         }
