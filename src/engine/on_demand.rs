@@ -337,22 +337,13 @@ mod tests {
     #[tokio::test]
     async fn a_one_row_group_file_is_dealt_on_demand_over_row_ranges() {
         use datafusion::execution::SessionStateBuilder;
-        use datafusion::parquet::arrow::ArrowWriter;
         use datafusion::physical_optimizer::optimizer::PhysicalOptimizer;
         use datafusion::prelude::{ParquetReadOptions, SessionConfig};
 
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("one.parquet");
         let rows = 20_000;
-        let file = std::fs::File::create(&path).unwrap();
-        let batch = RecordBatch::try_from_iter([(
-            "n",
-            Arc::new(Int64Array::from_iter_values(0..rows)) as _,
-        )])
-        .unwrap();
-        let mut writer = ArrowWriter::try_new(file, batch.schema(), None).unwrap();
-        writer.write(&batch).unwrap();
-        writer.close().unwrap();
+        crate::engine::row_slices::tests::one_row_group_file(&path, rows);
         for enabled in [false, true] {
             let mut config = SessionConfig::new()
                 .with_target_partitions(3)

@@ -144,7 +144,7 @@ fn cut(rows: &[u64], pieces: usize) -> Vec<Vec<(usize, Range<u64>)>> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     use datafusion::arrow::array::{AsArray, Int64Array};
@@ -189,7 +189,7 @@ mod tests {
     }
 
     /// A file of one row group of `rows` rows whose only column is its row number.
-    fn one_row_group_file(path: &std::path::Path, rows: i64) {
+    pub(crate) fn one_row_group_file(path: &std::path::Path, rows: i64) {
         let batch = RecordBatch::try_from_iter([(
             "n",
             Arc::new(Int64Array::from_iter_values(0..rows)) as _,

@@ -35,6 +35,14 @@ fn row_groups(path: &Path) -> usize {
         .num_row_groups()
 }
 
+/// `neardup run` of `inputs` into `out` at `--threads threads`.
+fn run_with_threads(inputs: &[&Path], out: &Path, threads: &str) {
+    let mut args = vec!["run", "--input"];
+    args.extend(inputs.iter().map(|input| path_str(input)));
+    args.extend(["--output", path_str(out), "--threads", threads, "--quiet"]);
+    neardup_ok(&args);
+}
+
 #[tokio::test]
 async fn a_file_split_over_the_cores_keeps_each_rows_input_order() {
     let dir = tempfile::tempdir().unwrap();
@@ -47,17 +55,7 @@ async fn a_file_split_over_the_cores_keeps_each_rows_input_order() {
     let mut outputs = Vec::new();
     for threads in ["1", "4"] {
         let out = dir.path().join(format!("out{threads}"));
-        neardup_ok(&[
-            "run",
-            "--input",
-            path_str(&a),
-            path_str(&b),
-            "--output",
-            path_str(&out),
-            "--threads",
-            threads,
-            "--quiet",
-        ]);
+        run_with_threads(&[&a, &b], &out, threads);
         let batches = query(&out, "SELECT id, input_order FROM signatures").await;
         let mut seen = 0;
         for batch in &batches {
@@ -95,16 +93,7 @@ async fn a_file_of_one_row_group_read_by_every_core_keeps_each_rows_input_order(
     let mut outputs = Vec::new();
     for threads in ["1", "3"] {
         let out = dir.path().join(format!("out{threads}"));
-        neardup_ok(&[
-            "run",
-            "--input",
-            path_str(&file),
-            "--output",
-            path_str(&out),
-            "--threads",
-            threads,
-            "--quiet",
-        ]);
+        run_with_threads(&[&file], &out, threads);
         let batches = query(&out, "SELECT id, input_order FROM signatures").await;
         let mut orders = Vec::new();
         for batch in &batches {
