@@ -193,11 +193,11 @@ fn letters_in_one_pass(text: &str, cleaning: &Cleaning, stops: u8, out: &mut Str
     let mut letters = std::mem::take(out).into_bytes();
     letters.clear();
     let pass = letters_as_bytes(text, cleaning, stops, &mut letters);
-    *out = match String::from_utf8(letters) {
-        Ok(letters) => letters,
-        // Never taken: only ASCII letters and whole characters of `text` were written.
-        Err(bytes) => String::from_utf8_lossy(bytes.as_bytes()).into_owned(),
-    };
+    debug_assert!(std::str::from_utf8(&letters).is_ok());
+    // SAFETY: `letters_as_bytes` writes only ASCII bytes and the bytes of whole characters of
+    // `text`, a `str`, so `letters` is UTF-8. Checking it again cost 4.6% of the signature
+    // stage's CPU on a million generated pages (perf, `core::str::from_utf8`).
+    *out = unsafe { String::from_utf8_unchecked(letters) };
     pass
 }
 
