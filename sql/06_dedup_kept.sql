@@ -19,6 +19,8 @@ COPY (
     SELECT c.*
     FROM corpus c
     JOIN kept k ON k.id = c.${id}
-) TO ${dedup_dir} STORED AS PARQUET ${partition_by};
+    -- The corpus's own columns: dictionary pages as in any Parquet file, where the job's own
+    -- tables have none (src/engine/session.rs, `job_config`).
+) TO ${dedup_dir} STORED AS PARQUET OPTIONS ('format.dictionary_enabled' 'true') ${partition_by};
 
 CREATE EXTERNAL TABLE dedup STORED AS PARQUET LOCATION ${dedup_dir};

@@ -50,11 +50,21 @@ pub async fn job_session(console: &Console) -> Result<SessionContext> {
                 cluster.uses_tls(),
             )?;
             let threads_given = console.threads.is_some();
-            ballista::cluster_context(cluster, session_config(console), &access, threads_given)
-                .await
+            ballista::cluster_context(cluster, job_config(console), &access, threads_given).await
         }
-        None => session_context_with(console),
+        None => session_context_from(job_config(console), console),
     }
+}
+
+/// A job's settings: the common ones, and its tables written without dictionary pages. Most
+/// of their columns are fingerprints, row numbers and ids, nearly all distinct, where the
+/// writer filled a dictionary until it gave up on it: at 4M fingerprints that was a fifth of
+/// the groups stage's time, and the files came out larger (docs/BENCHMARKS.md). The
+/// deduplicated corpus keeps them (sql/06_dedup.sql): its columns are the user's.
+fn job_config(console: &Console) -> SessionConfig {
+    let mut config = session_config(console);
+    config.options_mut().execution.parquet.dictionary_enabled = Some(false);
+    config
 }
 
 /// Settings every session of a job has, local or on a cluster: partitions (all cores when
@@ -77,7 +87,11 @@ fn session_config(console: &Console) -> SessionConfig {
 
 /// A session in this process with the console's partitions and memory limit.
 pub fn session_context_with(console: &Console) -> Result<SessionContext> {
-    let mut config = session_config(console);
+    session_context_from(session_config(console), console)
+}
+
+/// A session in this process with these settings and the console's memory limit.
+fn session_context_from(mut config: SessionConfig, console: &Console) -> Result<SessionContext> {
     let options = config.options_mut();
     // Every URL a statement names resolves through the process's store registry.
     let mut runtime =

@@ -9,6 +9,26 @@ use datafusion::arrow::datatypes::{Int64Type, UInt8Type, UInt64Type};
 
 use crate::common::{fixture, neardup, neardup_ok, path_str, query, stderr};
 
+/// Whether every column chunk of every Parquet file in `table` has a dictionary page
+/// (`expected`), read from the files' footers.
+fn every_column_has_dictionary(table: &std::path::Path, expected: bool) -> bool {
+    use datafusion::parquet::file::reader::{FileReader, SerializedFileReader};
+    let mut chunks = 0;
+    for entry in std::fs::read_dir(table).unwrap() {
+        let file = std::fs::File::open(entry.unwrap().path()).unwrap();
+        let reader = SerializedFileReader::new(file).unwrap();
+        for group in reader.metadata().row_groups() {
+            for column in group.columns() {
+                chunks += 1;
+                if column.dictionary_page_offset().is_some() != expected {
+                    return false;
+                }
+            }
+        }
+    }
+    chunks > 0
+}
+
 /// The duplicate groups the sample was written with (see fixtures/README.md), each listed
 /// representative first.
 const EXPECTED_GROUPS: [&[i64]; 4] = [&[1, 5, 9], &[2, 12], &[3, 7, 11], &[4, 14, 20]];
@@ -149,6 +169,13 @@ async fn sample_run_finds_the_planted_groups() {
         .map(|f| f.name().clone())
         .collect();
     assert_eq!(names, ["id", "lang", "note", "text"]);
+    // The corpus's columns keep dictionary pages (a language column is a handful of values);
+    // the job's own tables, nearly all distinct values, are written without.
+    assert!(every_column_has_dictionary(&output.join("dedup"), true));
+    assert!(every_column_has_dictionary(
+        &output.join("signatures"),
+        false
+    ));
     let null_text = query(&output, "SELECT text FROM dedup WHERE id = 13").await;
     assert!(
         null_text[0].column(0).is_null(0),
