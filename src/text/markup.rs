@@ -20,7 +20,9 @@ const INLINE: [&str; 34] = [
 ];
 
 pub fn strip_markup(html: &str) -> Cow<'_, str> {
-    if !html.contains(['<', '&']) {
+    // Bytes, not characters: both are ASCII, and most texts have neither and are scanned whole
+    // (by characters this check was 3.7% of the signature stage on a million generated pages).
+    if memchr::memchr2(b'<', b'&', html.as_bytes()).is_none() {
         return Cow::Borrowed(html);
     }
     let mut text = String::with_capacity(html.len());
@@ -72,17 +74,23 @@ fn skip_markup(at: &str) -> Option<(usize, bool)> {
         return None;
     }
     let tag_end = end_of_tag(at)?;
-    // The name runs to whitespace, '/' or '>' (custom elements have hyphens: <script-loader>).
-    let name: String = at[name_start..]
-        .chars()
-        .take_while(|c| !c.is_whitespace() && *c != '/' && *c != '>')
-        .map(|c| c.to_ascii_lowercase())
-        .collect();
-    if !closing && RAW_TEXT.contains(&name.as_str()) && !at[..tag_end].ends_with("/>") {
-        let body_end = find_closing(&at[tag_end..], &name).map_or(at.len(), |end| tag_end + end);
+    // The name runs to whitespace, '/' or '>' (custom elements have hyphens: <script-loader>),
+    // and is compared in place, whatever its case.
+    let rest = &at[name_start..];
+    let name_len = rest
+        .char_indices()
+        .find(|&(_, c)| c.is_whitespace() || c == '/' || c == '>')
+        .map_or(rest.len(), |(end, _)| end);
+    let name = &rest[..name_len];
+    let raw_text = RAW_TEXT.iter().find(|raw| raw.eq_ignore_ascii_case(name));
+    if let Some(raw) = raw_text.filter(|_| !closing && !at[..tag_end].ends_with("/>")) {
+        let body_end = find_closing(&at[tag_end..], raw).map_or(at.len(), |end| tag_end + end);
         return Some((body_end, true));
     }
-    Some((tag_end, !INLINE.contains(&name.as_str())))
+    let inline = INLINE
+        .iter()
+        .any(|inline| inline.eq_ignore_ascii_case(name));
+    Some((tag_end, !inline))
 }
 
 /// Index just past the '>' that ends the tag starting at `at`, skipping quoted attribute values
