@@ -126,8 +126,17 @@ pub fn feature_hash128(feature: &str) -> u128 {
 /// XXH3-64 with seed 0: a published, platform-independent function, so fingerprints written
 /// today compare with fingerprints computed on another machine or by another tool next year.
 /// Changing it changes every fingerprint; `tests` pin known values.
+#[inline]
 pub fn feature_hash(feature: &str) -> u64 {
-    xxh3_64(feature.as_bytes())
+    feature_hash_bytes(feature.as_bytes())
+}
+
+/// `feature_hash` of a feature's bytes. Always inlined: where the caller's length is a constant
+/// (the n-grams of an ASCII text, `crate::text::chars::ascii_ngram_hashes`), XXH3's branches on
+/// the length fold away and only the arithmetic of that length is left in the loop.
+#[inline(always)]
+pub fn feature_hash_bytes(feature: &[u8]) -> u64 {
+    xxh3_64(feature)
 }
 
 /// Accumulates weighted features into a 64-bit SimHash (Charikar): each feature votes +w on the

@@ -3,6 +3,7 @@
 //! alike and survives typos and re-segmentation; the usual choice for short texts.
 
 use super::is_han;
+use crate::fingerprint::feature_hash_bytes;
 
 /// Script-aware n-grams (`mode=auto`): `letters` cut into runs of Han and of other characters;
 /// Han runs give `N_HAN`-grams, the others `N_OTHER`-grams, and no n-gram straddles the two,
@@ -78,6 +79,67 @@ pub fn for_each_ngram(text: &str, n: usize, mut f: impl FnMut(&str)) {
     }
 }
 
+/// The feature hashes of `for_each_ngram(text, N, ..)` for an ASCII `text`, appended to
+/// `hashes` in the same order. Each n-gram is N bytes, a length the compiler knows: the hash is
+/// inlined into the loop at that length, where a call per n-gram through `for_each_ngram`'s
+/// closure branched on a length it did not know (the n-gram loop and the hash calls were a fifth
+/// of the signature stage's CPU on debian_docs).
+pub fn ascii_ngram_hashes<const N: usize>(text: &[u8], hashes: &mut Vec<u64>) {
+    const { assert!(N >= 1) };
+    debug_assert!(text.is_ascii());
+    if text.len() <= N {
+        if !text.is_empty() {
+            hashes.push(feature_hash_bytes(text));
+        }
+        return;
+    }
+    hashes.extend((0..=text.len() - N).map(|start| feature_hash_bytes(&text[start..start + N])));
+}
+
+/// The feature hashes of `for_each_script_ngram::<2, 3>(letters, ..)`, appended to `hashes` in
+/// the same order: each script run's n-grams, as `for_each_ngram` cuts the run alone. Where the
+/// n-grams of a run all have one length in bytes (an ASCII run's trigrams; a run of Han
+/// characters of three bytes each, whose bigrams are six) they are hashed at that length known
+/// when compiled (`ascii_ngram_hashes`, `fixed_width_ngram_hashes`); other runs one n-gram at a
+/// time.
+pub fn script_ngram_hashes(letters: &str, hashes: &mut Vec<u64>) {
+    let mut start = 0;
+    while let Some(first) = letters[start..].chars().next() {
+        let han = is_han(first);
+        let mut end = letters.len();
+        let mut chars = 0;
+        for (at, c) in letters[start..].char_indices() {
+            if is_han(c) != han {
+                end = start + at;
+                break;
+            }
+            chars += 1;
+        }
+        let run = &letters[start..end];
+        if han && run.len() == 3 * chars && chars > 2 {
+            fixed_width_ngram_hashes::<6, 3>(run.as_bytes(), hashes);
+        } else if !han && run.is_ascii() {
+            ascii_ngram_hashes::<3>(run.as_bytes(), hashes);
+        } else {
+            let n = if han { 2 } else { 3 };
+            for_each_ngram(run, n, |g| hashes.push(feature_hash_bytes(g.as_bytes())));
+        }
+        start = end;
+    }
+}
+
+/// The hashes of the `WIDTH`-byte windows of `bytes` that start every `STEP` bytes: the
+/// n-grams of a run of characters of `STEP` bytes each, `WIDTH / STEP` characters long. The run
+/// is longer than one n-gram.
+fn fixed_width_ngram_hashes<const WIDTH: usize, const STEP: usize>(
+    bytes: &[u8],
+    hashes: &mut Vec<u64>,
+) {
+    debug_assert!(bytes.len() > WIDTH && bytes.len().is_multiple_of(STEP));
+    let windows = (bytes.len() - WIDTH) / STEP + 1;
+    hashes.extend((0..windows).map(|i| feature_hash_bytes(&bytes[i * STEP..i * STEP + WIDTH])));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -96,6 +158,63 @@ mod tests {
         let mut out = Vec::new();
         for_each_script_ngram::<2, 3>(&letters(text), |g| out.push(g.to_string()));
         out
+    }
+
+    /// Oracle: `for_each_ngram` with each n-gram hashed by `feature_hash`, over ASCII texts of
+    /// every length from empty to well past N.
+    #[test]
+    fn ascii_ngram_hashes_are_the_ngrams_hashes() {
+        fn check<const N: usize>(text: &str) {
+            let mut expected = Vec::new();
+            for_each_ngram(text, N, |g| {
+                expected.push(crate::fingerprint::feature_hash(g))
+            });
+            let mut got = vec![7];
+            ascii_ngram_hashes::<N>(text.as_bytes(), &mut got);
+            assert_eq!(got[0], 7, "appends");
+            assert_eq!(got[1..], expected[..], "n={N} text={text:?}");
+        }
+        let alphabet = b"abcXYZ019";
+        let mut random = crate::rng::SplitMix64(11);
+        for length in 0..40 {
+            for _ in 0..5 {
+                let text: String = (0..length)
+                    .map(|_| char::from(alphabet[random.below(alphabet.len())]))
+                    .collect();
+                check::<1>(&text);
+                check::<2>(&text);
+                check::<3>(&text);
+                check::<4>(&text);
+                check::<5>(&text);
+            }
+        }
+    }
+
+    /// Oracle: `for_each_script_ngram::<2, 3>` with each n-gram hashed by `feature_hash`, over
+    /// random letters of Han characters of three and four bytes, ASCII and other scripts.
+    #[test]
+    fn script_ngram_hashes_are_the_script_ngrams_hashes() {
+        let alphabet = ['a', 'Z', '7', 'é', 'ж', '中', '文', '字', '𠀀', '𪚥'];
+        let mut random = crate::rng::SplitMix64(5);
+        for length in 0..60 {
+            for _ in 0..20 {
+                // Runs of one kind, so that long Han and ASCII runs are common.
+                let mut text = String::new();
+                while text.chars().count() < length {
+                    let c = alphabet[random.below(alphabet.len())];
+                    for _ in 0..=random.below(8) {
+                        text.push(c);
+                    }
+                }
+                let mut expected = Vec::new();
+                for_each_script_ngram::<2, 3>(&text, |g| {
+                    expected.push(crate::fingerprint::feature_hash(g))
+                });
+                let mut got = Vec::new();
+                script_ngram_hashes(&text, &mut got);
+                assert_eq!(got, expected, "{text:?}");
+            }
+        }
     }
 
     #[test]

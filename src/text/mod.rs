@@ -268,9 +268,11 @@ impl Featurizer {
         hashes: &mut Vec<u64>,
     ) -> usize {
         hashes.clear();
-        self.for_each_feature(cleaned, buffer, |feature, _| {
-            hashes.push(feature_hash(feature));
-        });
+        if !self.ngram_hashes(cleaned, hashes) {
+            self.for_each_feature(cleaned, buffer, |feature, _| {
+                hashes.push(feature_hash(feature));
+            });
+        }
         distinct.reset(hashes.len());
         distinct.add_all(hashes);
         counting.reset();
@@ -278,6 +280,37 @@ impl Featurizer {
             counting.add(hash, u64::from(count));
         }
         distinct.len()
+    }
+
+    /// In the n-gram modes, the hashes of the n-grams by loops that know their length where it
+    /// is fixed (`chars::ascii_ngram_hashes`, `chars::script_ngram_hashes`): the same hashes in
+    /// the same order as `for_each_feature`. False, with nothing added, where they do not apply
+    /// (`mode=chars` over other than ASCII, or n above 5).
+    fn ngram_hashes(&self, cleaned: &str, hashes: &mut Vec<u64>) -> bool {
+        let n = match self.options.mode {
+            Mode::Auto if !cleaned.is_ascii() => {
+                const { assert!(AUTO_N_HAN == 2 && AUTO_N_OTHER == 3) };
+                chars::script_ngram_hashes(cleaned, hashes);
+                return true;
+            }
+            // An ASCII text has no Han run: all of it is cut as other scripts are.
+            Mode::Auto => AUTO_N_OTHER,
+            Mode::Chars => self.options.n,
+            _ => return false,
+        };
+        if !cleaned.is_ascii() {
+            return false;
+        }
+        let bytes = cleaned.as_bytes();
+        match n {
+            1 => chars::ascii_ngram_hashes::<1>(bytes, hashes),
+            2 => chars::ascii_ngram_hashes::<2>(bytes, hashes),
+            3 => chars::ascii_ngram_hashes::<3>(bytes, hashes),
+            4 => chars::ascii_ngram_hashes::<4>(bytes, hashes),
+            5 => chars::ascii_ngram_hashes::<5>(bytes, hashes),
+            _ => return false,
+        }
+        true
     }
 
     /// Fills `features` with each distinct feature once, in first-seen order, weights summed.
