@@ -132,7 +132,7 @@ pub fn feature_hash(feature: &str) -> u64 {
 }
 
 /// `feature_hash` of a feature's bytes. Always inlined: where the caller's length is a constant
-/// (the n-grams of an ASCII text, `crate::text::chars::ascii_ngram_hashes`), XXH3's branches on
+/// (n-grams of a fixed width in bytes, `crate::text::chars::script_ngram_hashes`), XXH3's branches on
 /// the length fold away and only the arithmetic of that length is left in the loop.
 #[inline(always)]
 pub fn feature_hash_bytes(feature: &[u8]) -> u64 {

@@ -287,20 +287,22 @@ impl Featurizer {
     /// the same order as `for_each_feature`. False, with nothing added, where they do not apply
     /// (`mode=chars` over other than ASCII, or n above 5).
     fn ngram_hashes(&self, cleaned: &str, hashes: &mut Vec<u64>) -> bool {
-        let n = match self.options.mode {
-            Mode::Auto if !cleaned.is_ascii() => {
+        let auto = match self.options.mode {
+            Mode::Auto => true,
+            Mode::Chars => false,
+            _ => return false,
+        };
+        let n = match (auto, cleaned.is_ascii()) {
+            // An ASCII text has no Han run: all of it is cut as other scripts are.
+            (true, true) => AUTO_N_OTHER,
+            (true, false) => {
                 const { assert!(AUTO_N_HAN == 2 && AUTO_N_OTHER == 3) };
                 chars::script_ngram_hashes(cleaned, hashes);
                 return true;
             }
-            // An ASCII text has no Han run: all of it is cut as other scripts are.
-            Mode::Auto => AUTO_N_OTHER,
-            Mode::Chars => self.options.n,
-            _ => return false,
+            (false, true) => self.options.n,
+            (false, false) => return false,
         };
-        if !cleaned.is_ascii() {
-            return false;
-        }
         let bytes = cleaned.as_bytes();
         match n {
             1 => chars::ascii_ngram_hashes::<1>(bytes, hashes),
