@@ -46,11 +46,12 @@ fn start_http_server() -> u16 {
     port
 }
 
-/// The shipped sample (its groups) and 3,000 long documents of random digits (no pairs among
-/// them): about 45 MB of text, so that the signature stage's task runs for most of a second
-/// and an executor can be killed in the middle of it.
+/// The shipped sample (its groups) and 9,000 long documents of random digits (no pairs among
+/// them): about 135 MB of text, so that the signature stage's tasks run for about a second and
+/// an executor can be killed in the middle of one. With 3,000 (45 MB) the whole stage took
+/// 0.33 s on two cores, and a task was sometimes done before two looks 300 ms apart saw it.
 fn long_corpus(dir: &Path) -> PathBuf {
-    long_corpus_of(dir, 3000)
+    long_corpus_of(dir, 9000)
 }
 
 /// As [`long_corpus`], with `documents` long documents.
