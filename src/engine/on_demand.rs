@@ -10,15 +10,24 @@
 //! (decoding) of one input partition is serialised; with as many input partitions as outputs
 //! (`crate::engine::row_slices`) each output reads its own until it runs dry.
 //!
+//! A batch of many bytes is cut into pieces of about `PIECE_BYTES` of text before it is handed
+//! out, and the pieces not taken at once wait for whichever output asks next: batches are cut
+//! by rows, and one of 256 long pages can be ten times the median's bytes, which left one core
+//! on it alone at the end of the stage.
+//!
 //! `DealOnDemand`, a physical optimizer rule, puts `OnDemandExec` in place of each round-robin
 //! repartition of a plan, over the input cut into row ranges where it is a Parquet scan. Only
 //! where the session option `OnDemand::enabled` is on: the signature stage, where each batch is
 //! seconds of fingerprinting that vary from batch to batch; elsewhere batches cost about the
 //! same and DataFusion's repartition is left alone.
 
+use std::collections::VecDeque;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
+use datafusion::arrow::array::{Array, AsArray};
+use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::common::config::{ConfigExtension, ConfigOptions};
 use datafusion::common::extensions_options;
 use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode, TreeNodeRecursion};
@@ -108,15 +117,101 @@ pub struct OnDemandExec {
     run: Mutex<Option<Run>>,
 }
 
-/// One execution: the input partitions' streams, `None` once a stream has ended, and how
-/// many output partitions have been executed so far.
+/// One execution: what its output partitions share, and how many have been executed so far.
 #[derive(Debug)]
 struct Run {
     inputs: Arc<Inputs>,
     started: usize,
 }
 
-type Inputs = Vec<AsyncMutex<Option<SendableRecordBatchStream>>>;
+/// What the output partitions of one execution pull from: the pieces of a cut batch not handed
+/// out yet, then the input partitions' streams (`None` once a stream has ended).
+#[derive(Debug, Default)]
+struct Inputs {
+    pieces: Mutex<VecDeque<RecordBatch>>,
+    streams: Vec<AsyncMutex<Option<SendableRecordBatchStream>>>,
+}
+
+/// Bytes of variable-width values (text) per piece a batch is cut into. At the signature
+/// stage's 90-100 MB/s per core a piece is a few milliseconds of work, small enough for the
+/// cores to finish together and large enough that the per-batch costs do not show.
+pub const PIECE_BYTES: usize = 256 * 1024;
+
+impl Inputs {
+    fn next_piece(&self) -> DataFusionResult<Option<RecordBatch>> {
+        Ok(self.lock_pieces()?.pop_front())
+    }
+
+    /// `batch` cut into pieces: the first to hand out now, the rest queued for any output.
+    fn cut(&self, batch: RecordBatch) -> DataFusionResult<RecordBatch> {
+        let mut pieces = cut_by_bytes(batch, PIECE_BYTES).into_iter();
+        let first = pieces.next();
+        self.lock_pieces()?.extend(pieces);
+        first
+            .ok_or_else(|| DataFusionError::Internal("OnDemandExec: a batch cut to nothing".into()))
+    }
+
+    fn lock_pieces(&self) -> DataFusionResult<std::sync::MutexGuard<'_, VecDeque<RecordBatch>>> {
+        self.pieces.lock().map_err(|_| {
+            DataFusionError::Internal(
+                "OnDemandExec: a partition panicked holding the pieces".into(),
+            )
+        })
+    }
+}
+
+/// `batch` cut into contiguous slices (no copy) of about `piece_bytes` of variable-width values
+/// each, a row never split; the batch itself when it holds no more than that.
+fn cut_by_bytes(batch: RecordBatch, piece_bytes: usize) -> Vec<RecordBatch> {
+    let sizes = row_bytes(&batch);
+    if sizes.iter().sum::<usize>() <= piece_bytes {
+        return vec![batch];
+    }
+    let mut pieces = Vec::new();
+    let (mut start, mut bytes) = (0, 0);
+    for (row, size) in sizes.iter().enumerate() {
+        bytes += size;
+        if bytes >= piece_bytes {
+            pieces.push(batch.slice(start, row + 1 - start));
+            (start, bytes) = (row + 1, 0);
+        }
+    }
+    if start < batch.num_rows() {
+        pieces.push(batch.slice(start, batch.num_rows() - start));
+    }
+    pieces
+}
+
+/// Each row's bytes of string and binary values, the columns that make rows differ in size
+/// (fixed-width columns are left out: the same for every row).
+fn row_bytes(batch: &RecordBatch) -> Vec<usize> {
+    let mut sizes = vec![0usize; batch.num_rows()];
+    for column in batch.columns() {
+        let mut add = |lengths: &mut dyn Iterator<Item = usize>| {
+            for (size, length) in sizes.iter_mut().zip(lengths) {
+                *size += length;
+            }
+        };
+        match column.data_type() {
+            DataType::Utf8View => add(&mut column
+                .as_string_view()
+                .views()
+                .iter()
+                .map(|&view| view as u32 as usize)),
+            DataType::BinaryView => add(&mut column
+                .as_binary_view()
+                .views()
+                .iter()
+                .map(|&view| view as u32 as usize)),
+            DataType::Utf8 => add(&mut column.as_string::<i32>().offsets().lengths()),
+            DataType::LargeUtf8 => add(&mut column.as_string::<i64>().offsets().lengths()),
+            DataType::Binary => add(&mut column.as_binary::<i32>().offsets().lengths()),
+            DataType::LargeBinary => add(&mut column.as_binary::<i64>().offsets().lengths()),
+            _ => {}
+        }
+    }
+    sizes
+}
 
 impl OnDemandExec {
     pub fn new(input: Arc<dyn ExecutionPlan>, outputs: usize) -> Self {
@@ -153,7 +248,10 @@ impl OnDemandExec {
                     })
                     .collect::<DataFusionResult<Vec<_>>>()?;
                 Run {
-                    inputs: Arc::new(streams),
+                    inputs: Arc::new(Inputs {
+                        pieces: Mutex::default(),
+                        streams,
+                    }),
                     started: 0,
                 }
             }
@@ -224,21 +322,31 @@ impl ExecutionPlan for OnDemandExec {
         context: Arc<TaskContext>,
     ) -> DataFusionResult<SendableRecordBatchStream> {
         let inputs = self.inputs(&context)?;
-        let count = inputs.len();
-        // Output p starts on input p (mod the inputs) and moves on as each runs dry.
+        let count = inputs.streams.len();
+        // Output p starts on input p (mod the inputs) and moves on as each runs dry; a piece
+        // of a batch cut before comes first.
         let order: Vec<usize> = (0..count).map(|i| (partition + i) % count).collect();
         let batches =
             futures::stream::unfold((inputs, order, 0), |(inputs, order, mut at)| async move {
-                while let Some(&input) = order.get(at) {
-                    let mut slot = inputs[input].lock().await;
+                loop {
+                    match inputs.next_piece() {
+                        Ok(Some(piece)) => return Some((Ok(piece), (inputs, order, at))),
+                        Ok(None) => {}
+                        Err(e) => return Some((Err(e), (inputs, order, at))),
+                    }
+                    let &input = order.get(at)?;
+                    let mut slot = inputs.streams[input].lock().await;
                     let next = match slot.as_mut() {
                         Some(stream) => stream.next().await,
                         None => None,
                     };
                     match next {
                         Some(batch) => {
+                            // Cut while the input is held, so that an output that finds the
+                            // input ended afterwards finds the pieces queued.
+                            let piece = batch.and_then(|batch| inputs.cut(batch));
                             drop(slot);
-                            return Some((batch, (inputs, order, at)));
+                            return Some((piece, (inputs, order, at)));
                         }
                         None => {
                             *slot = None;
@@ -246,7 +354,6 @@ impl ExecutionPlan for OnDemandExec {
                         }
                     }
                 }
-                None
             });
         Ok(Box::pin(RecordBatchStreamAdapter::new(
             self.input.schema(),
@@ -313,6 +420,109 @@ mod tests {
                 let expected: Vec<i64> = (0..(inputs * 7 * 10) as i64).collect();
                 assert_eq!(rows, expected, "{inputs} inputs, {outputs} outputs");
             }
+        }
+    }
+
+    /// A batch of texts of the given lengths, rows numbered from `first`, as Utf8 or Utf8View.
+    fn texts(first: i64, lengths: &[usize], view: bool) -> RecordBatch {
+        use datafusion::arrow::array::{ArrayRef, StringArray, StringViewArray};
+        let values: Vec<String> = lengths.iter().map(|&n| "x".repeat(n)).collect();
+        let (text, data_type): (ArrayRef, DataType) = if view {
+            (
+                Arc::new(StringViewArray::from_iter_values(&values)),
+                DataType::Utf8View,
+            )
+        } else {
+            (
+                Arc::new(StringArray::from_iter_values(&values)),
+                DataType::Utf8,
+            )
+        };
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("n", DataType::Int64, false),
+            Field::new("text", data_type, false),
+        ]));
+        let rows = Int64Array::from_iter_values(first..first + lengths.len() as i64);
+        RecordBatch::try_new(schema, vec![Arc::new(rows), text]).unwrap()
+    }
+
+    /// Oracle: the pieces put end to end are the batch, and each piece is the shortest run of
+    /// rows from where it starts that reaches the piece size (the last may fall short).
+    #[test]
+    fn a_batch_is_cut_where_its_text_reaches_the_piece_size() {
+        let mut rng = crate::rng::SplitMix64(7);
+        for view in [false, true] {
+            for _ in 0..50 {
+                let rows = rng.below(40);
+                let lengths: Vec<usize> = (0..rows).map(|_| rng.below(300)).collect();
+                let batch = texts(0, &lengths, view);
+                let pieces = cut_by_bytes(batch.clone(), 500);
+                let joined =
+                    datafusion::arrow::compute::concat_batches(&batch.schema(), &pieces).unwrap();
+                assert_eq!(joined, batch);
+                let mut start = 0;
+                for (i, piece) in pieces.iter().enumerate() {
+                    assert!(piece.num_rows() > 0 || rows == 0);
+                    let sizes = &lengths[start..start + piece.num_rows()];
+                    let total: usize = sizes.iter().sum();
+                    if i + 1 < pieces.len() {
+                        assert!(total >= 500, "{sizes:?}");
+                        assert!(total - sizes[sizes.len() - 1] < 500, "{sizes:?}");
+                    } else if pieces.len() > 1 || total > 500 {
+                        assert!(total - sizes.last().unwrap_or(&0) < 500, "{sizes:?}");
+                    }
+                    start += piece.num_rows();
+                }
+                assert_eq!(start, rows);
+            }
+        }
+    }
+
+    /// Oracle: the row numbers, counted. Batches far over the piece size are cut, and every
+    /// row still comes out once, with its own text, over any number of outputs.
+    #[tokio::test]
+    async fn cut_batches_come_out_whole() {
+        let ctx = SessionContext::new();
+        let lengths: Vec<usize> = (0..600).map(|i| (i * 7919) % (PIECE_BYTES / 8)).collect();
+        let batches: Vec<RecordBatch> = lengths
+            .chunks(100)
+            .enumerate()
+            .map(|(i, chunk)| texts(i as i64 * 100, chunk, false))
+            .collect();
+        let schema = batches[0].schema();
+        let input = MemorySourceConfig::try_new_exec(
+            &[batches[..3].to_vec(), batches[3..].to_vec()],
+            schema,
+            None,
+        )
+        .unwrap();
+        for outputs in [1, 2, 3] {
+            let plan: Arc<dyn ExecutionPlan> = Arc::new(OnDemandExec::new(input.clone(), outputs));
+            let partitions = collect_partitioned(plan, ctx.task_ctx()).await.unwrap();
+            let pieces: usize = partitions.iter().map(Vec::len).sum();
+            assert!(pieces > 6, "{pieces} pieces: the batches were not cut");
+            let mut rows: Vec<(i64, usize)> = partitions
+                .iter()
+                .flatten()
+                .flat_map(|batch| {
+                    let n = batch
+                        .column(0)
+                        .as_primitive::<Int64Type>()
+                        .values()
+                        .to_vec();
+                    let text = batch.column(1).as_string::<i32>();
+                    n.into_iter()
+                        .zip(text.iter().map(|t| t.unwrap().len()))
+                        .collect::<Vec<_>>()
+                })
+                .collect();
+            rows.sort_unstable();
+            let want: Vec<(i64, usize)> = lengths
+                .iter()
+                .enumerate()
+                .map(|(i, &n)| (i as i64, n))
+                .collect();
+            assert_eq!(rows, want, "{outputs} outputs");
         }
     }
 
