@@ -155,6 +155,14 @@ impl Featurizer {
         Ok(built)
     }
 
+    /// Builds the featurizer for `options` and the cleaning's tables ahead of the first text,
+    /// on the calling thread; an error is left for the first text to report.
+    pub fn build_ahead(options: &str) {
+        if Self::cached(options).is_ok() {
+            clean::build_tables();
+        }
+    }
+
     pub fn options(&self) -> &FeatureOptions {
         &self.options
     }
