@@ -493,3 +493,60 @@ async fn quiet_and_one_thread_give_the_same_groups() {
     ]);
     assert_eq!(zero.status.code(), Some(2));
 }
+
+/// The deduplicated corpus when every core reads a share of one file's row groups, both ways it
+/// is written (most documents kept: the anti-join; most removed: the join to the kept ids).
+/// Oracle: the planted copies. Id v's text is that of v mod `originals`, texts of different
+/// originals are unlike each other, so the ids from `originals` up are exactly those removed,
+/// and every row kept is the input's row.
+#[tokio::test]
+async fn a_file_read_by_every_core_is_deduplicated_whole() {
+    const ROWS: i64 = 40_000;
+    let text = |v: &str| {
+        format!(
+            "concat(md5(CAST({v} AS VARCHAR)), ' ', md5(concat('b', {v})), ' ', \
+             md5(concat('c', {v})), ' ', md5(concat('d', {v})))"
+        )
+    };
+    for originals in [32_000, 10_000] {
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("corpus.parquet");
+        neardup_ok(&[
+            "query",
+            &format!(
+                "COPY (SELECT value AS id, {} AS text FROM generate_series(0, {}) ORDER BY value) \
+                 TO '{}' OPTIONS ('format.max_row_group_size' '4000')",
+                text(&format!("value % {originals}")),
+                ROWS - 1,
+                path_str(&input)
+            ),
+        ]);
+        // Over 1 MiB in ten row groups: DataFusion splits such a file over the cores.
+        assert!(std::fs::metadata(&input).unwrap().len() > 2 << 20);
+        let output = dir.path().join("out");
+        neardup_ok(&[
+            "run",
+            "--input",
+            path_str(&input),
+            "--output",
+            path_str(&output),
+            "--threads",
+            "4",
+            "--quiet",
+        ]);
+        let removed = ids(&query(
+            &output,
+            "SELECT id FROM groups WHERE id <> representative_id ORDER BY id",
+        )
+        .await);
+        assert_eq!(removed, (originals..ROWS).collect::<Vec<i64>>());
+        let kept = ids(&query(&output, "SELECT id FROM dedup ORDER BY id").await);
+        assert_eq!(kept, (0..originals).collect::<Vec<i64>>());
+        let altered = query(
+            &output,
+            &format!("SELECT count(*) FROM dedup WHERE text <> {}", text("id")),
+        )
+        .await;
+        assert_eq!(altered[0].column(0).as_primitive::<Int64Type>().value(0), 0);
+    }
+}
