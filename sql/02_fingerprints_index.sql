@@ -24,6 +24,6 @@ COPY (
     FROM documents
     WHERE simhash IS NOT NULL
     GROUP BY simhash
-) TO ${fingerprints_dir} STORED AS PARQUET;
+) TO ${fingerprints_dir} STORED AS PARQUET ${work_table_options};
 
 CREATE EXTERNAL TABLE fingerprints STORED AS PARQUET LOCATION ${fingerprints_dir};

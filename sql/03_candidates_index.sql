@@ -23,4 +23,4 @@ COPY (
             GROUP BY band, band_key(simhash, band, ${plan}) % arrow_cast(256, 'UInt64')
         )
     )
-) TO ${candidate_pairs_dir} STORED AS PARQUET;
+) TO ${candidate_pairs_dir} STORED AS PARQUET ${work_table_options};

@@ -20,4 +20,4 @@ COPY (
      AND a.simhash < b.simhash
      AND hamming(a.simhash, b.simhash) <= ${k}
      AND shared_band(a.simhash, b.simhash, ${plan}) = a.band
-) TO ${candidate_pairs_dir} STORED AS PARQUET;
+) TO ${candidate_pairs_dir} STORED AS PARQUET ${work_table_options};

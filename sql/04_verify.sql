@@ -25,7 +25,7 @@ COPY (
                 SELECT simhash_b FROM candidate_pairs) c
           JOIN documents d ON d.simhash = c.simhash)
     GROUP BY simhash
-) TO ${sketches_dir} STORED AS PARQUET;
+) TO ${sketches_dir} STORED AS PARQUET ${work_table_options};
 
 CREATE EXTERNAL TABLE fingerprint_sketches STORED AS PARQUET LOCATION ${sketches_dir};
 
@@ -44,6 +44,6 @@ COPY (
         ) x ON b.simhash = x.simhash_b
     )
     WHERE NOT ${verify} OR similarity >= ${min_similarity}
-) TO ${fingerprint_pairs_dir} STORED AS PARQUET;
+) TO ${fingerprint_pairs_dir} STORED AS PARQUET ${work_table_options};
 
 CREATE EXTERNAL TABLE fingerprint_pairs STORED AS PARQUET LOCATION ${fingerprint_pairs_dir};

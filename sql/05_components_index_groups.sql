@@ -14,6 +14,6 @@ COPY (
         UNION ALL SELECT simhash_b FROM fingerprint_pairs
         UNION ALL SELECT simhash FROM documents WHERE fresh
     )
-) TO ${memberships_dir} STORED AS PARQUET;
+) TO ${memberships_dir} STORED AS PARQUET ${work_table_options};
 
 CREATE EXTERNAL TABLE index_memberships STORED AS PARQUET LOCATION ${memberships_dir};

@@ -14,4 +14,4 @@ COPY (
     JOIN (SELECT group_id, min(simhash) AS first FROM index_memberships GROUP BY group_id) s
       ON m.group_id = s.group_id
     WHERE m.simhash > s.first
-) TO ${edges_out_dir} STORED AS PARQUET;
+) TO ${edges_out_dir} STORED AS PARQUET ${work_table_options};

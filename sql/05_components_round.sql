@@ -18,4 +18,4 @@ COPY (
     FROM star_neighbours n
     JOIN (SELECT u, min(v) AS m FROM star_neighbours GROUP BY u) m ON n.u = m.u
     WHERE n.v > n.u
-) TO ${large_out_dir} STORED AS PARQUET;
+) TO ${large_out_dir} STORED AS PARQUET ${work_table_options};

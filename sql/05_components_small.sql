@@ -13,4 +13,4 @@ COPY (
     JOIN (SELECT u, v FROM smaller UNION ALL SELECT DISTINCT u, u AS v FROM smaller) x
       ON x.u = s.u
     WHERE x.v <> COALESCE(s.m, s.u)
-) TO ${edges_out_dir} STORED AS PARQUET;
+) TO ${edges_out_dir} STORED AS PARQUET ${work_table_options};

@@ -8,4 +8,4 @@
 
 COPY (
     SELECT DISTINCT simhash_a AS a, simhash_b AS b FROM fingerprint_pairs
-) TO ${edges_out_dir} STORED AS PARQUET;
+) TO ${edges_out_dir} STORED AS PARQUET ${work_table_options};

@@ -36,7 +36,7 @@ COPY (
     -- The grouped fingerprints first: a hash join holds its first input in memory.
     FROM grouped_fingerprints g
     JOIN signatures s ON s.simhash = g.simhash
-) TO ${members_dir} STORED AS PARQUET;
+) TO ${members_dir} STORED AS PARQUET ${work_table_options};
 
 CREATE EXTERNAL TABLE members STORED AS PARQUET LOCATION ${members_dir};
 

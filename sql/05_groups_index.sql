@@ -35,7 +35,7 @@ COPY (
     JOIN group_components gc ON g.group_id = gc.group_id
     JOIN index_documents d ON d.id = g.id
     WHERE d.simhash NOT IN (SELECT simhash FROM fingerprint_components)
-) TO ${members_dir} STORED AS PARQUET;
+) TO ${members_dir} STORED AS PARQUET ${work_table_options};
 
 CREATE EXTERNAL TABLE members STORED AS PARQUET LOCATION ${members_dir};
 
@@ -49,7 +49,7 @@ COPY (
           GROUP BY component
           HAVING count(*) > 1) s
       ON m.component = s.component
-) TO ${grouped_members_dir} STORED AS PARQUET;
+) TO ${grouped_members_dir} STORED AS PARQUET ${work_table_options};
 
 CREATE EXTERNAL TABLE grouped_members STORED AS PARQUET LOCATION ${grouped_members_dir};
 

@@ -13,6 +13,11 @@ use crate::storage::Place;
 /// Internal tables live here inside the staging folder and are removed before the commit.
 pub const WORK_DIR: &str = "_work";
 
+/// How the work tables are written (`${work_table_options}`): LZ4 rather than the outputs'
+/// zstd. Each is read once or twice by a later stage and removed, so what counts is the time to
+/// write and read it, not its size; the sketches (random bytes) do not compress at all.
+const WORK_TABLE_OPTIONS: &str = "OPTIONS ('format.compression' 'lz4_raw')";
+
 /// What every stage of one job is given.
 #[derive(Debug, Clone)]
 pub struct StageParams {
@@ -77,6 +82,7 @@ impl StageParams {
                 "min_similarity",
                 format!("{:?}", self.verify.unwrap_or(0.0)),
             )
+            .set("work_table_options", WORK_TABLE_OPTIONS)
             .set("memberships_dir", work("memberships"))
             .set("members_dir", work("members"))
             .set("grouped_members_dir", work("grouped_members"));
@@ -153,7 +159,8 @@ impl Round<'_> {
         b.set("edges_out_dir", folder_literal(self.edges_out))
             .set("large_out_dir", folder_literal(self.large_out))
             .set("edges_before", self.edges_before.to_string())
-            .set("edges_after", self.edges_after.to_string());
+            .set("edges_after", self.edges_after.to_string())
+            .set("work_table_options", WORK_TABLE_OPTIONS);
         b
     }
 }
@@ -218,7 +225,9 @@ mod tests {
             edges_after: "edges_1",
         };
         for name in round.bindings().names() {
-            all.set(name, "edges_1");
+            if all.get(name).is_none() {
+                all.set(name, "edges_1");
+            }
         }
         all
     }
