@@ -135,7 +135,7 @@ struct Inputs {
 /// Bytes of variable-width values (text) per piece a batch is cut into. At the signature
 /// stage's 90-100 MB/s per core a piece is a few milliseconds of work, small enough for the
 /// cores to finish together and large enough that the per-batch costs do not show.
-pub const PIECE_BYTES: usize = 256 * 1024;
+const PIECE_BYTES: usize = 256 * 1024;
 
 impl Inputs {
     fn next_piece(&self) -> DataFusionResult<Option<RecordBatch>> {
