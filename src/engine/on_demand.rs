@@ -126,7 +126,7 @@ struct Run {
 
 /// What the output partitions of one execution pull from: the pieces of a cut batch not handed
 /// out yet, then the input partitions' streams (`None` once a stream has ended).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Inputs {
     pieces: Mutex<VecDeque<RecordBatch>>,
     streams: Vec<AsyncMutex<Option<SendableRecordBatchStream>>>,

@@ -55,11 +55,11 @@ pub const DEALT_TEXT_BATCH_ROWS: usize = 256;
 /// Runs the job: its outputs are committed under `config.output` when it returns the summary.
 pub async fn run(config: &JobConfig) -> Result<Summary> {
     let mut clock = Stopwatch::new(config.console.quiet);
-    if let (Source::Texts { features, .. }, None) = (&config.source, &config.console.cluster) {
-        // The featurizer and its tables (tens of milliseconds on one core) are built while the
-        // input is checked, rather than by the first batch while the other cores wait on it.
-        let options = features.to_string();
-        std::thread::spawn(move || crate::text::Featurizer::build_ahead(&options));
+    if let (Source::Texts { .. }, None) = (&config.source, &config.console.cluster) {
+        // The cleaning's tables (tens of milliseconds on one core) are built while the input is
+        // checked, rather than by the first batch while the other cores wait on them. The
+        // featurizer itself is built by `source::check_columns`.
+        std::thread::spawn(crate::text::build_cleaning_tables);
     }
     let inputs = input::resolve_inputs(
         &config.inputs,

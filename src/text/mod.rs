@@ -155,14 +155,6 @@ impl Featurizer {
         Ok(built)
     }
 
-    /// Builds the featurizer for `options` and the cleaning's tables ahead of the first text,
-    /// on the calling thread; an error is left for the first text to report.
-    pub fn build_ahead(options: &str) {
-        if Self::cached(options).is_ok() {
-            clean::build_tables();
-        }
-    }
-
     pub fn options(&self) -> &FeatureOptions {
         &self.options
     }
@@ -443,6 +435,12 @@ fn float_vote(hasher: &mut SimHasher, features: &[(u128, f64)], wide: bool) -> S
 /// (empty, whitespace, punctuation only).
 pub fn simhash(text: &str) -> Option<u64> {
     DEFAULT.fingerprint(text, &mut Scratch::default()).simhash
+}
+
+/// Builds the tables the cleaning looks every character up in (the T2S dictionaries among them),
+/// whatever the options, on the calling thread: see `clean::build_tables`.
+pub fn build_cleaning_tables() {
+    clean::build_tables();
 }
 
 static DEFAULT: LazyLock<Featurizer> = LazyLock::new(|| Featurizer {

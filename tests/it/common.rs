@@ -147,6 +147,14 @@ pub async fn pairs_of(output: &Path) -> Vec<(i64, i64, u8)> {
     pairs
 }
 
+/// `neardup run` of `inputs` into `out` at `--threads threads`.
+pub fn run_with_threads(inputs: &[&Path], out: &Path, threads: &str) {
+    let mut args = vec!["run", "--input"];
+    args.extend(inputs.iter().map(|input| path_str(input)));
+    args.extend(["--output", path_str(out), "--threads", threads, "--quiet"]);
+    neardup_ok(&args);
+}
+
 /// Writes the result of a SQL query (through the binary) as a Parquet file.
 pub fn make_parquet(path: &Path, select: &str) {
     // A UNION ALL's branches run as separate partitions and reach the file in any order; sorting

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use datafusion::arrow::array::{Array, AsArray};
 use datafusion::arrow::datatypes::{Int64Type, UInt8Type, UInt64Type};
 
-use crate::common::{fixture, neardup, neardup_ok, path_str, query, stderr};
+use crate::common::{fixture, neardup, neardup_ok, path_str, query, run_with_threads, stderr};
 
 /// Whether every column chunk of every Parquet file in `table` has a dictionary page
 /// (`expected`), read from the files' footers.
@@ -524,16 +524,7 @@ async fn a_file_read_by_every_core_is_deduplicated_whole() {
         // Over 1 MiB in ten row groups: DataFusion splits such a file over the cores.
         assert!(std::fs::metadata(&input).unwrap().len() > 2 << 20);
         let output = dir.path().join("out");
-        neardup_ok(&[
-            "run",
-            "--input",
-            path_str(&input),
-            "--output",
-            path_str(&output),
-            "--threads",
-            "4",
-            "--quiet",
-        ]);
+        run_with_threads(&[&input], &output, "4");
         let removed = ids(&query(
             &output,
             "SELECT id FROM groups WHERE id <> representative_id ORDER BY id",

@@ -8,7 +8,7 @@ use datafusion::arrow::array::AsArray;
 use datafusion::arrow::datatypes::Int64Type;
 use datafusion::parquet::file::reader::{FileReader, SerializedFileReader};
 
-use crate::common::{neardup_ok, path_str, query, sorted_rows};
+use crate::common::{neardup_ok, path_str, query, run_with_threads, sorted_rows};
 
 /// A Parquet file of ids `from..to` in order, texts unlike each other, `group_rows` rows per
 /// row group.
@@ -33,14 +33,6 @@ fn row_groups(path: &Path) -> usize {
         .unwrap()
         .metadata()
         .num_row_groups()
-}
-
-/// `neardup run` of `inputs` into `out` at `--threads threads`.
-fn run_with_threads(inputs: &[&Path], out: &Path, threads: &str) {
-    let mut args = vec!["run", "--input"];
-    args.extend(inputs.iter().map(|input| path_str(input)));
-    args.extend(["--output", path_str(out), "--threads", threads, "--quiet"]);
-    neardup_ok(&args);
 }
 
 #[tokio::test]
