@@ -57,6 +57,7 @@ check sample-128 run --input "$sample" --bits 128 --k 7
 check sample-sql run --input "$sample" --clustering sql
 check sample-join run --input "$sample" --matching join --k 4
 check sample-index run --input "$sample" --index IDX --update-index
+check sample-longest run --input "$sample" --keep longest
 check sample-match match --signatures SIGS --k 5
 if [ -f "$data/debian_docs/docs.parquet" ]; then
   check debian run --input "$data/debian_docs/docs.parquet"

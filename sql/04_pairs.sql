@@ -3,9 +3,10 @@
 -- estimated Jaccard similarity of their fingerprints' features (sql/04_verify.sql); NULL for
 -- two documents of one fingerprint, which are duplicates without a check.
 --
--- Reads `documents` (stage 2). Only pairs with a new (`fresh`) document are listed: against an
--- index, pairs of indexed documents were listed by their own batches; without one every
--- document is new.
+-- Reads `paired_documents` (sql/04_paired_documents.sql): the documents of a fingerprint with a
+-- pair or with copies, the only ones that can be in a pair. Only pairs with a new (`fresh`)
+-- document are listed: against an index, pairs of indexed documents were listed by their own
+-- batches; without one every document is new.
 
 -- Documents with a fingerprint another document has: the only ones with a pair at distance 0.
 -- Most fingerprints belong to one document, so the self-join below joins these few. Here and
@@ -13,16 +14,7 @@
 CREATE VIEW shared_documents AS
 SELECT d.id, d.simhash, d.fresh
 FROM (SELECT simhash FROM fingerprints WHERE document_count > 1) f
-JOIN documents d ON d.simhash = f.simhash;
-
--- Documents whose fingerprint is the second of a fingerprint pair: the build side of the
--- pairs' second join. The rows coming into that join (a pair for each document of its first
--- fingerprint) outnumber them: a million generated documents gave 10.6 million rows against
--- 0.9 million documents, and the stage's SQL peaked at 2.0 GiB holding the rows against 0.6.
-CREATE VIEW second_documents AS
-SELECT d.id, d.simhash, d.fresh
-FROM (SELECT simhash_b AS simhash FROM fingerprint_pairs GROUP BY simhash_b) f
-JOIN documents d ON d.simhash = f.simhash;
+JOIN paired_documents d ON d.simhash = f.simhash;
 
 COPY (
     -- least / greatest rather than CASE: a CASE over two string columns took 3.8 s of CPU for
@@ -31,11 +23,15 @@ COPY (
            greatest(x.id, y.id) AS id_b,
            x.distance AS distance,
            x.similarity AS similarity
-    FROM second_documents y
+    -- The documents of the pairs' second fingerprints are the build side: the rows coming
+    -- into this join (a pair for each document of its first fingerprint) outnumber them. A
+    -- million generated documents gave 10.6 million rows against 0.9 million documents, and the
+    -- stage peaked at 2.0 GiB holding the rows against 0.6.
+    FROM paired_documents y
     JOIN (SELECT p.simhash_b, p.distance, p.similarity, d.id, d.fresh
           -- The planner puts the smaller of these two tables on the build side.
           FROM fingerprint_pairs p
-          JOIN documents d ON d.simhash = p.simhash_a) x
+          JOIN paired_documents d ON d.simhash = p.simhash_a) x
       ON y.simhash = x.simhash_b
     WHERE x.fresh OR y.fresh
     UNION ALL

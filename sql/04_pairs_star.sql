@@ -11,24 +11,14 @@
 -- comes before every new one, so the head of an indexed fingerprint is indexed, and the rows
 -- between indexed documents were listed by their own batches.
 
--- Only fingerprints of a fingerprint pair, and those several documents share
--- (`fingerprints.document_count`), need a head: the rest, most of a large corpus, are left out
--- before the grouping.
-CREATE VIEW headed_fingerprints AS
-SELECT simhash_a AS simhash FROM fingerprint_pairs
-UNION
-SELECT simhash_b FROM fingerprint_pairs
-UNION
-SELECT simhash FROM fingerprints WHERE document_count > 1;
-
+-- Only fingerprints of a fingerprint pair, and those several documents share, need a head: their
+-- documents are `paired_documents` (sql/04_paired_documents.sql); the rest, most of a large
+-- corpus, are left out before the grouping.
 CREATE VIEW heads AS
 SELECT simhash,
        first_value(id ORDER BY batch, input_order) AS id,
        first_value(fresh ORDER BY batch, input_order) AS fresh
-FROM (SELECT d.id, d.simhash, d.batch, d.input_order, d.fresh
-      -- The few first: a hash join holds its first input in memory.
-      FROM headed_fingerprints h
-      JOIN documents d ON d.simhash = h.simhash)
+FROM paired_documents
 GROUP BY simhash;
 
 COPY (
@@ -45,7 +35,7 @@ COPY (
            greatest(s.id, h.id) AS id_b,
            arrow_cast(0, 'UInt8') AS distance,
            CAST(NULL AS DOUBLE) AS similarity
-    FROM documents s
+    FROM paired_documents s
     JOIN heads h ON s.simhash = h.simhash AND s.id <> h.id
     WHERE s.fresh
     -- No ORDER BY: sorting a million documents' 22 million pairs took longer than finding

@@ -36,6 +36,7 @@ stages! {
     CANDIDATES_SCAN = "03_candidates_scan.sql";
     CANDIDATES_TABLE = "03_candidates_table.sql";
     PLAN_SAMPLE = "03_plan_sample.sql";
+    PAIRED_DOCUMENTS = "04_paired_documents.sql";
     PAIRS = "04_pairs.sql";
     PAIRS_STAR = "04_pairs_star.sql";
     VERIFY = "04_verify.sql";

@@ -133,10 +133,11 @@ pub async fn run_matching(
         Ok(())
     });
     clock.time("verify", verification).await?;
-    let pairs = config.pairs.stage();
-    clock
-        .time("pairs", run_stage(ctx, &pairs, &bindings))
-        .await?;
+    let pairs = async {
+        run_stage(ctx, &stages::PAIRED_DOCUMENTS, &bindings).await?;
+        run_stage(ctx, &config.pairs.stage(), &bindings).await
+    };
+    clock.time("pairs", pairs).await?;
     let indexed = against != Against::Nothing;
     let components = clustering::components(ctx, config.clustering, params, indexed);
     clock.time("clustering", components).await?;

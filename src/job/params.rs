@@ -76,6 +76,7 @@ impl StageParams {
             .set("candidate_pairs_dir", work("candidate_pairs"))
             .set("sketches_dir", work("sketches"))
             .set("fingerprint_pairs_dir", work("fingerprint_pairs"))
+            .set("paired_documents_dir", work("paired_documents"))
             .set("verify", self.verify.is_some().to_string())
             // A float literal either way (the threshold is unused when not verifying).
             .set(

@@ -1,0 +1,20 @@
+-- Stage 4, before the document pairs: the documents that can be in a pair or a group, those of a
+-- fingerprint with a fingerprint pair or of one several documents share
+-- (`fingerprints.document_count`, sql/02_fingerprints.sql). Every other document has neither.
+--
+-- Written once, then read by the pairs (sql/04_pairs.sql, sql/04_pairs_star.sql) and the groups
+-- (sql/05_groups.sql) instead of `documents`: each of their joins looked every document up,
+-- and these are a fraction of them (18% of `generate-fingerprints`' rows, docs/SCALE.md).
+
+COPY (
+    SELECT d.id, d.simhash, d.batch, d.input_order, d.fresh, d.keep_key
+    -- The few first: a hash join holds its first input in memory.
+    FROM (SELECT simhash_a AS simhash FROM fingerprint_pairs
+          UNION
+          SELECT simhash_b FROM fingerprint_pairs
+          UNION
+          SELECT simhash FROM fingerprints WHERE document_count > 1) f
+    JOIN documents d ON d.simhash = f.simhash
+) TO ${paired_documents_dir} STORED AS PARQUET ${work_table_options};
+
+CREATE EXTERNAL TABLE paired_documents STORED AS PARQUET LOCATION ${paired_documents_dir};
