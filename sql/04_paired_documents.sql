@@ -1,6 +1,8 @@
--- Stage 4, before the document pairs: the documents that can be in a pair or a group, those of a
--- fingerprint with a fingerprint pair or of one several documents share
--- (`fingerprints.document_count`, sql/02_fingerprints.sql). Every other document has neither.
+-- Stage 4, before the document pairs: the documents that can be in a pair, or in a group of a
+-- run without an index, those of a fingerprint with a fingerprint pair or of one that several
+-- documents share (`fingerprints.document_count`, sql/02_fingerprints.sql). Every other
+-- document has neither. (Against an index, sql/05_groups_index.sql also groups indexed
+-- documents, and reads them from the index.)
 --
 -- Written once, then read by the pairs (sql/04_pairs.sql, sql/04_pairs_star.sql) and the groups
 -- (sql/05_groups.sql) instead of `documents`: each of their joins looked every document up,

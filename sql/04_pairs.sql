@@ -23,10 +23,11 @@ COPY (
            greatest(x.id, y.id) AS id_b,
            x.distance AS distance,
            x.similarity AS similarity
-    -- The paired documents are the build side: the rows coming into this join (a pair for
-    -- each document of its first fingerprint) outnumber them. A million generated documents
-    -- gave 10.6 million rows against 0.9 million documents, and the stage peaked at 2.0 GiB
-    -- holding the rows against 0.6.
+    -- The planner holds the smaller input in memory. The rows coming into this join (a pair for
+    -- each document of its first fingerprint) can far outnumber the documents: a million
+    -- generated documents gave 10.6 million rows against 0.9 million documents, and holding
+    -- the rows peaked at 2.0 GiB against 0.6 for the documents (measured when this side was
+    -- the documents of second fingerprints only).
     FROM paired_documents y
     JOIN (SELECT p.simhash_b, p.distance, p.similarity, d.id, d.fresh
           -- The planner puts the smaller of these two tables on the build side.
