@@ -521,7 +521,8 @@ async fn a_file_read_by_every_core_is_deduplicated_whole() {
                 path_str(&input)
             ),
         ]);
-        // Over 1 MiB in ten row groups: DataFusion splits such a file over the cores.
+        // Over 2 MiB in ten row groups: DataFusion splits a file over the cores from 1 MiB
+        // (`repartition_file_min_size`).
         assert!(std::fs::metadata(&input).unwrap().len() > 2 << 20);
         let output = dir.path().join("out");
         run_with_threads(&[&input], &output, "4");
