@@ -5,27 +5,14 @@
 -- `--verify T` (${verify} true) a pair stays when its similarity is at least T
 -- (${min_similarity}); with `--verify off` every candidate stays, with its similarity shown.
 --
--- A fingerprint's sketch is the smallest of its documents' (documents with one fingerprint have
--- the same features but for a hash collision; the smallest is the same whatever the order the
--- rows come in). Only fingerprints of candidate pairs are looked up. Writes `fingerprint_pairs`,
--- which stages 4 and 5 read: simhash_a, simhash_b, distance, similarity.
+-- This is the relational way, which a cluster runs: the sketches of the candidates'
+-- fingerprints (`candidate_sketches`, sql/04_verify_sketches.sql) written as a table and joined
+-- to the candidates once for each end. In this process sql/04_verify_lookup.sql gives the same
+-- rows with the sketches held in memory. Writes `fingerprint_pairs`, which stages 4 and 5 read:
+-- simhash_a, simhash_b, distance, similarity.
 
-COPY (
-    -- min over Binary, cast back: DataFusion has a grouped min for Binary and none for
-    -- FixedSizeBinary, whose fallback keeps a boxed accumulator per fingerprint (at 1M
-    -- documents 0.51 s against 0.97 s).
-    SELECT simhash,
-           arrow_cast(min(arrow_cast(sketch, 'Binary')), 'FixedSizeBinary(256)') AS sketch
-    -- The candidates' fingerprints first: a hash join holds its first input in memory (this
-    -- stage runs with the joins in the order written, src/job/matching.rs). c.simhash, not
-    -- d.simhash: the planner would make a semi-join of it, holding the documents.
-    FROM (SELECT c.simhash, d.sketch
-          FROM (SELECT simhash_a AS simhash FROM candidate_pairs
-                UNION
-                SELECT simhash_b FROM candidate_pairs) c
-          JOIN documents d ON d.simhash = c.simhash)
-    GROUP BY simhash
-) TO ${sketches_dir} STORED AS PARQUET ${work_table_options};
+COPY (SELECT simhash, sketch FROM candidate_sketches)
+TO ${sketches_dir} STORED AS PARQUET ${work_table_options};
 
 CREATE EXTERNAL TABLE fingerprint_sketches STORED AS PARQUET LOCATION ${sketches_dir};
 

@@ -154,15 +154,27 @@ pub async fn run_stage_with(
     bindings: &Bindings,
     change: impl FnOnce(&mut ConfigOptions) -> DataFusionResult<()>,
 ) -> Result<()> {
+    let what = || format!("{}: session options", stage.name);
+    with_options(ctx, change, what, run_stage(ctx, stage, bindings)).await
+}
+
+/// Runs `work` with session options changed (`what` names it if the change fails), restored
+/// afterwards whether it succeeds or not. What `work` plans is planned with the changed options.
+pub async fn with_options<T>(
+    ctx: &SessionContext,
+    change: impl FnOnce(&mut ConfigOptions) -> DataFusionResult<()>,
+    what: impl FnOnce() -> String,
+    work: impl Future<Output = Result<T>>,
+) -> Result<T> {
     let saved = {
         let state = ctx.state_ref();
         let mut state = state.write();
         let options = state.config_mut().options_mut();
         let saved = options.clone();
-        change(options).context(|| format!("{}: session options", stage.name))?;
+        change(options).context(what)?;
         saved
     };
-    let result = run_stage(ctx, stage, bindings).await;
+    let result = work.await;
     *ctx.state_ref().write().config_mut().options_mut() = saved;
     result
 }

@@ -40,7 +40,9 @@ stages! {
     PAIRS = "04_pairs.sql";
     PAIRS_STAR = "04_pairs_star.sql";
     VERIFY = "04_verify.sql";
+    VERIFY_LOOKUP = "04_verify_lookup.sql";
     VERIFY_NONE = "04_verify_none.sql";
+    VERIFY_SKETCHES = "04_verify_sketches.sql";
     COMPONENTS_EDGES = "05_components_edges.sql";
     COMPONENTS_INDEX_GROUPS = "05_components_index_groups.sql";
     COMPONENTS_INDEX_LABELS = "05_components_index_labels.sql";

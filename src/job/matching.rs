@@ -6,7 +6,7 @@ use std::collections::BinaryHeap;
 use datafusion::prelude::SessionContext;
 use futures::StreamExt;
 
-use crate::engine::sql::{Bindings, count_rows, run_stage, run_stage_with, stage_frame};
+use crate::engine::sql::{Bindings, count_rows, run_stage, stage_frame};
 use crate::engine::stages::{self, Stage};
 use crate::error::{Error, QueryContext, Result};
 use crate::fingerprint::Width;
@@ -17,6 +17,7 @@ use crate::job::config::{JobConfig, PlanChoice};
 use crate::job::params::{Pass, SourceParams, StageParams};
 use crate::job::stopwatch::Stopwatch;
 use crate::job::summary::PlanReport;
+use crate::job::verify;
 use crate::udf::FingerprintColumn;
 
 /// Rows (fingerprints times tables) one candidate pass holds at most: plans with many tables
@@ -120,18 +121,13 @@ pub async fn run_matching(
     // Fingerprints given and no index: no document has a sketch to verify with.
     let sketches =
         matches!(params.source, SourceParams::Texts { .. }) || against != Against::Nothing;
-    let verify = match sketches {
-        true => &stages::VERIFY,
-        false => &stages::VERIFY_NONE,
+    let on_cluster = config.console.cluster.is_some();
+    let verification = async {
+        match sketches {
+            true => verify::verify(ctx, &bindings, config.width, on_cluster).await,
+            false => run_stage(ctx, &stages::VERIFY_NONE, &bindings).await,
+        }
     };
-    // Each join of sql/04_verify.sql holds the input written first: the candidates'
-    // fingerprints, then the sketches. Left to itself the planner held every document with its
-    // sketch instead, whose size it knows from the Parquet footers: at 1M generated documents
-    // the sketch lookup alone peaked at 1.1 GiB that way against 0.45.
-    let verification = run_stage_with(ctx, verify, &bindings, |options| {
-        options.optimizer.join_reordering = false;
-        Ok(())
-    });
     clock.time("verify", verification).await?;
     let pairs = async {
         run_stage(ctx, &stages::PAIRED_DOCUMENTS, &bindings).await?;

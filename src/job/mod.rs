@@ -18,6 +18,7 @@ pub mod params;
 pub mod source;
 pub mod stopwatch;
 pub mod summary;
+mod verify;
 
 use datafusion::common::config::ConfigNonZeroUsize;
 use datafusion::prelude::SessionContext;

@@ -8,7 +8,7 @@ mod bucket;
 pub mod ffi;
 mod hamming;
 mod simhash;
-mod similarity;
+pub(crate) mod similarity;
 
 use std::sync::Arc;
 

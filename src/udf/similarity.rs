@@ -89,29 +89,48 @@ impl ScalarUDFImpl for SimilarityFunc {
 /// candidate pair, so the loop is compiled a second time for the CPU's POPCNT and that copy is
 /// picked when the CPU has it (as the scan of `band_pairs`, which says why).
 fn similarities(a: &FixedSizeBinaryArray, b: &FixedSizeBinaryArray) -> Float64Array {
+    let rows = a.len().min(b.len());
+    similarities_by(rows, |row| {
+        (a.is_valid(row) && b.is_valid(row)).then(|| (a.value(row), b.value(row)))
+    })
+}
+
+/// The similarity of the two sketches `sketches` gives for each of `rows` rows (NULL where it
+/// gives none): `sketch_similarity` over two columns, and verification over sketches held in
+/// memory (`crate::job::verify`).
+pub(crate) fn similarities_by<'s>(
+    rows: usize,
+    sketches: impl Fn(usize) -> Option<(&'s [u8], &'s [u8])>,
+) -> Float64Array {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("popcnt") {
         // SAFETY: the CPU has POPCNT, the only feature the copy assumes.
-        return unsafe { similarities_with_popcnt(a, b) };
+        return unsafe { similarities_with_popcnt(rows, sketches) };
     }
-    similarities_portable(a, b)
+    similarities_portable(rows, sketches)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "popcnt")]
-fn similarities_with_popcnt(a: &FixedSizeBinaryArray, b: &FixedSizeBinaryArray) -> Float64Array {
-    similarities_portable(a, b)
+fn similarities_with_popcnt<'s>(
+    rows: usize,
+    sketches: impl Fn(usize) -> Option<(&'s [u8], &'s [u8])>,
+) -> Float64Array {
+    similarities_portable(rows, sketches)
 }
 
-/// A loop, not an iterator of closures: a closure would be compiled without the feature.
+/// A loop, not an iterator of closures: a closure would be compiled without the feature (the
+/// one given only finds the two sketches; the popcounts are here).
 #[inline(always)]
-fn similarities_portable(a: &FixedSizeBinaryArray, b: &FixedSizeBinaryArray) -> Float64Array {
-    let mut values = Float64Builder::with_capacity(a.len());
-    for row in 0..a.len().min(b.len()) {
-        let value = if a.is_valid(row) && b.is_valid(row) {
-            similarity(a.value(row), b.value(row))
-        } else {
-            None
+fn similarities_portable<'s>(
+    rows: usize,
+    sketches: impl Fn(usize) -> Option<(&'s [u8], &'s [u8])>,
+) -> Float64Array {
+    let mut values = Float64Builder::with_capacity(rows);
+    for row in 0..rows {
+        let value = match sketches(row) {
+            Some((a, b)) => similarity(a, b),
+            None => None,
         };
         values.append_option(value);
     }
@@ -187,6 +206,12 @@ mod tests {
         let values =
             |array: datafusion::arrow::array::Float64Array| array.iter().collect::<Vec<_>>();
         assert_eq!(values(similarities(&a, &b)), expected);
-        assert_eq!(values(similarities_portable(&a, &b)), expected);
+        let pair = |row: usize| {
+            Some((
+                rows[row].as_ref()?.as_slice(),
+                shifted[row].as_ref()?.as_slice(),
+            ))
+        };
+        assert_eq!(values(similarities_portable(rows.len(), pair)), expected);
     }
 }

@@ -1,0 +1,449 @@
+//! Stage 4's verification: each candidate pair of fingerprints kept when the estimated Jaccard
+//! similarity of their sketches reaches `--verify` (sql/04_verify.sql says why). In this process
+//! the sketches of the candidates' fingerprints are read once into memory, and a SQL function,
+//! `candidate_similarity(simhash_a, simhash_b)`, looks up a candidate pair's two and compares
+//! them (sql/04_verify_lookup.sql). A cluster's executors do not share this process's memory, so
+//! a cluster joins the sketches to the candidates instead (sql/04_verify.sql): the same rows.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, ArrayRef};
+use datafusion::arrow::datatypes::DataType;
+use datafusion::common::cast::as_fixed_size_binary_array;
+use datafusion::common::{HashMap, exec_err, utils::take_function_args};
+use datafusion::config::ConfigOptions;
+use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
+use datafusion::logical_expr::{
+    ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
+};
+use datafusion::prelude::SessionContext;
+use futures::StreamExt;
+
+use crate::engine::sql::{Bindings, run_stage, run_stage_with, with_options};
+use crate::engine::stages;
+use crate::error::{Error, QueryContext, Result};
+use crate::fingerprint::Width;
+use crate::text::sketch::SKETCH_BYTES;
+use crate::udf::FingerprintColumn;
+use crate::udf::similarity::similarities_by;
+
+/// Name of the SQL function sql/04_verify_lookup.sql calls; registered only while it runs.
+const FUNCTION: &str = "candidate_similarity";
+
+/// Writes `fingerprint_pairs` from `candidate_pairs`: in memory here, by joins on a cluster.
+pub async fn verify(
+    ctx: &SessionContext,
+    bindings: &Bindings,
+    width: Width,
+    on_cluster: bool,
+) -> Result<()> {
+    // The joins that find the candidates' sketches hold the input written first: the
+    // candidates' fingerprints, then (sql/04_verify.sql) the sketches. Left to itself the
+    // planner held every document with its sketch instead, whose size it knows from the
+    // Parquet footers: at 1M generated documents the sketch lookup alone peaked at 1.1 GiB that
+    // way against 0.45.
+    let in_order = |options: &mut ConfigOptions| {
+        options.optimizer.join_reordering = false;
+        Ok(())
+    };
+    run_stage(ctx, &stages::VERIFY_SKETCHES, bindings).await?;
+    if on_cluster {
+        return run_stage_with(ctx, &stages::VERIFY, bindings, in_order).await;
+    }
+    // `candidate_sketches` is planned when its rows are read, with the options of that moment.
+    let what = || format!("{}: session options", stages::VERIFY_LOOKUP.name);
+    let in_memory = async {
+        match width {
+            Width::Bits64 => verify_in_memory::<u64>(ctx, bindings).await,
+            Width::Bits128 => verify_in_memory::<u128>(ctx, bindings).await,
+        }
+    };
+    with_options(ctx, in_order, what, in_memory).await
+}
+
+/// Runs sql/04_verify_lookup.sql: reads `candidate_sketches` (sql/04_verify_sketches.sql, which
+/// must have run) into memory, counted against the session's memory pool, and writes
+/// `fingerprint_pairs`. The memory is given back when it returns.
+async fn verify_in_memory<F: FingerprintColumn>(
+    ctx: &SessionContext,
+    bindings: &Bindings,
+) -> Result<()> {
+    let sketches = Arc::new(Sketches::<F>::read(ctx).await?);
+    let function = ScalarUDF::new_from_impl(CandidateSimilarity {
+        sketches: Arc::clone(&sketches),
+        signature: Signature::exact(vec![F::data_type(), F::data_type()], Volatility::Volatile),
+    });
+    ctx.register_udf(function);
+    let result = run_stage(ctx, &stages::VERIFY_LOOKUP, bindings).await;
+    ctx.deregister_udf(FUNCTION);
+    result
+}
+
+/// No sketch for a fingerprint whose documents have none (`sketch` NULL).
+const NO_SKETCH: u32 = u32::MAX;
+
+/// Each candidate fingerprint's sketch: its place in `bytes` (`SKETCH_BYTES` each), or
+/// `NO_SKETCH`.
+struct Sketches<F> {
+    place: HashMap<F, u32>,
+    bytes: Vec<u8>,
+    /// The pool's account of this memory, released when dropped.
+    _reservation: MemoryReservation,
+}
+
+impl<F: FingerprintColumn> Sketches<F> {
+    async fn read(ctx: &SessionContext) -> Result<Self> {
+        let what = || "verification: the candidates' sketches".to_string();
+        let reservation =
+            MemoryConsumer::new("verification sketches").register(&ctx.runtime_env().memory_pool);
+        let mut place: HashMap<F, u32> = HashMap::default();
+        let mut bytes: Vec<u8> = Vec::new();
+        let mut stream = ctx
+            .table("candidate_sketches")
+            .await
+            .context(what)?
+            .execute_stream()
+            .await
+            .context(what)?;
+        while let Some(batch) = stream.next().await {
+            let batch = batch.context(what)?;
+            let sketches = as_fixed_size_binary_array(batch.column(1)).context(what)?;
+            let mut full = false;
+            F::for_each_value(batch.column(0), |row, fingerprint| {
+                let at = match sketches.is_valid(row) {
+                    false => NO_SKETCH,
+                    true => match u32::try_from(bytes.len() / SKETCH_BYTES) {
+                        Ok(at) if at < NO_SKETCH => {
+                            bytes.extend_from_slice(sketches.value(row));
+                            at
+                        }
+                        _ => {
+                            full = true;
+                            return;
+                        }
+                    },
+                };
+                place.insert(fingerprint, at);
+            })
+            .context(what)?;
+            if full {
+                return Err(Error::Input(format!(
+                    "{}: more than 2^32 - 1 candidate fingerprints for one process; \
+                     run on a cluster (--cluster)",
+                    what()
+                )));
+            }
+            // The map's slots (a fingerprint, a place and a control byte each, at most 8/7 full)
+            // and the sketches.
+            let held = place.capacity() * (std::mem::size_of::<(F, u32)>() + 1) + bytes.capacity();
+            reservation.try_resize(held).context(what)?;
+        }
+        Ok(Self {
+            place,
+            bytes,
+            _reservation: reservation,
+        })
+    }
+
+    /// The sketch of `fingerprint`: `None` when it has none, an error when it is not a
+    /// candidate's (every end of a candidate pair has a document, so it never is).
+    fn sketch(&self, fingerprint: &F) -> datafusion::error::Result<Option<&[u8]>> {
+        match self.place.get(fingerprint) {
+            Some(&NO_SKETCH) => Ok(None),
+            Some(&at) => {
+                let start = at as usize * SKETCH_BYTES;
+                Ok(self.bytes.get(start..start + SKETCH_BYTES))
+            }
+            None => exec_err!("{FUNCTION}: fingerprint {fingerprint:?} is not a candidate's"),
+        }
+    }
+}
+
+/// `candidate_similarity(simhash_a, simhash_b) -> Float64`: `sketch_similarity` of the two
+/// fingerprints' sketches; NULL where either has none.
+struct CandidateSimilarity<F> {
+    sketches: Arc<Sketches<F>>,
+    signature: Signature,
+}
+
+impl<F> std::fmt::Debug for CandidateSimilarity<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(FUNCTION)
+    }
+}
+
+// One instance per verification: equal only to itself.
+impl<F> PartialEq for CandidateSimilarity<F> {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.sketches, &other.sketches)
+    }
+}
+
+impl<F> Eq for CandidateSimilarity<F> {}
+
+impl<F> std::hash::Hash for CandidateSimilarity<F> {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        Arc::as_ptr(&self.sketches).hash(state);
+    }
+}
+
+impl<F: FingerprintColumn> ScalarUDFImpl for CandidateSimilarity<F> {
+    fn name(&self) -> &str {
+        FUNCTION
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> datafusion::error::Result<DataType> {
+        Ok(DataType::Float64)
+    }
+
+    fn invoke_with_args(
+        &self,
+        args: ScalarFunctionArgs,
+    ) -> datafusion::error::Result<ColumnarValue> {
+        let [a, b] = take_function_args(FUNCTION, &args.args)?;
+        let rows = args.number_rows;
+        let (a, b) = (a.to_array(rows)?, b.to_array(rows)?);
+        let (a, b) = (self.column_sketches(&a)?, self.column_sketches(&b)?);
+        let similarities = similarities_by(rows, |row| {
+            prefetch(&a, row + PREFETCH_ROWS_AHEAD);
+            prefetch(&b, row + PREFETCH_ROWS_AHEAD);
+            Some((
+                a.get(row).copied().flatten()?,
+                b.get(row).copied().flatten()?,
+            ))
+        });
+        Ok(ColumnarValue::Array(Arc::new(similarities) as ArrayRef))
+    }
+}
+
+/// How many rows ahead the sketches are asked for (`prefetch`).
+const PREFETCH_ROWS_AHEAD: usize = 8;
+
+/// Asks the CPU to bring the sketch of `row` into its cache before the comparison needs it.
+/// Consecutive candidates' sketches lie anywhere in memory, and waiting for each in turn was
+/// most of the comparison's time.
+#[inline(always)]
+fn prefetch(sketches: &[Option<&[u8]>], row: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(Some(sketch)) = sketches.get(row) {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        for line in sketch.chunks(64) {
+            // SAFETY: a prefetch reads nothing the program sees; the address is in the slice.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(line.as_ptr().cast()) };
+        }
+    }
+}
+
+impl<F: FingerprintColumn> CandidateSimilarity<F> {
+    /// Each row's sketch (`None` for a NULL fingerprint or one without a sketch).
+    fn column_sketches<'s>(
+        &'s self,
+        column: &ArrayRef,
+    ) -> datafusion::error::Result<Vec<Option<&'s [u8]>>> {
+        let mut sketches = vec![None; column.len()];
+        let mut failed = None;
+        F::for_each_value(column, |row, fingerprint| {
+            match self.sketches.sketch(&fingerprint) {
+                Ok(sketch) => sketches[row] = sketch,
+                Err(e) => failed = Some(e),
+            }
+        })?;
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(sketches),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use datafusion::arrow::array::{
+        Array, AsArray, FixedSizeBinaryArray, RecordBatch, UInt8Array, UInt64Array,
+    };
+    use datafusion::arrow::datatypes::{DataType, Field, Float64Type, Schema, UInt64Type};
+    use datafusion::catalog::MemTable;
+    use datafusion::prelude::SessionContext;
+
+    use crate::engine::sql::{Bindings, run_stage};
+    use crate::engine::stages;
+    use crate::fingerprint::Width;
+    use crate::job::keep::Keep;
+    use crate::job::params::{SourceParams, StageParams};
+    use crate::rng::SplitMix64;
+    use crate::storage::Place;
+    use crate::text::sketch::{SKETCH_BYTES, SketchBuilder};
+
+    fn bindings_for(dir: &std::path::Path) -> Bindings {
+        StageParams {
+            dir: Place::Local(dir.to_path_buf()),
+            id_column: "id".into(),
+            k: 7,
+            width: Width::Bits64,
+            source: SourceParams::Texts {
+                column: "text".into(),
+                features: String::new(),
+                min_features: 0,
+                partition_clause: String::new(),
+            },
+            index: None,
+            verify: Some(0.6),
+            keep: Keep::First,
+        }
+        .bindings()
+    }
+
+    /// Documents (a fingerprint and its sketch; some fingerprints have two documents, whose
+    /// smallest sketch counts, and one has no sketch) and candidate pairs among them, some
+    /// similar and some not, registered in a fresh context.
+    fn context() -> SessionContext {
+        let ctx = crate::udf::test_util::context();
+        let mut random = SplitMix64(21);
+        // Five topics of 60 features; a document takes most of one topic's.
+        let mut documents: Vec<(u64, Option<[u8; SKETCH_BYTES]>)> = Vec::new();
+        for fingerprint in 1..=300u64 {
+            let copies = if fingerprint.is_multiple_of(10) { 2 } else { 1 };
+            for _ in 0..copies {
+                let topic = fingerprint % 5;
+                let mut sketch = SketchBuilder::default();
+                for feature in 0..60 {
+                    if !random.next_u64().is_multiple_of(5) {
+                        sketch.add(topic * 1000 + feature);
+                    }
+                }
+                let sketch = (fingerprint != 77).then(|| sketch.finish());
+                documents.push((fingerprint, sketch));
+            }
+        }
+        let candidates: Vec<(u64, u64)> = (0..2_000)
+            .map(|_| {
+                let a = 1 + random.next_u64() % 300;
+                let b = 1 + random.next_u64() % 300;
+                (a.min(b), a.max(b) + u64::from(a == b))
+            })
+            .filter(|&(_, b)| b <= 300)
+            .collect();
+        let documents_schema = Arc::new(Schema::new(vec![
+            Field::new("simhash", DataType::UInt64, false),
+            Field::new(
+                "sketch",
+                DataType::FixedSizeBinary(SKETCH_BYTES as i32),
+                true,
+            ),
+        ]));
+        let sketches = FixedSizeBinaryArray::try_from_sparse_iter_with_size(
+            documents
+                .iter()
+                .map(|(_, s)| s.as_ref().map(|s| s.as_slice())),
+            SKETCH_BYTES as i32,
+        )
+        .unwrap();
+        let documents_batch = RecordBatch::try_new(
+            Arc::clone(&documents_schema),
+            vec![
+                Arc::new(UInt64Array::from_iter_values(documents.iter().map(|d| d.0))),
+                Arc::new(sketches),
+            ],
+        )
+        .unwrap();
+        let candidates_schema = Arc::new(Schema::new(vec![
+            Field::new("simhash_a", DataType::UInt64, false),
+            Field::new("simhash_b", DataType::UInt64, false),
+            Field::new("distance", DataType::UInt8, false),
+        ]));
+        let candidates_batch = RecordBatch::try_new(
+            Arc::clone(&candidates_schema),
+            vec![
+                Arc::new(UInt64Array::from_iter_values(
+                    candidates.iter().map(|c| c.0),
+                )),
+                Arc::new(UInt64Array::from_iter_values(
+                    candidates.iter().map(|c| c.1),
+                )),
+                Arc::new(UInt8Array::from_iter_values(candidates.iter().map(|_| 3))),
+            ],
+        )
+        .unwrap();
+        for (name, schema, batch) in [
+            ("documents", documents_schema, documents_batch),
+            ("candidate_pairs", candidates_schema, candidates_batch),
+        ] {
+            let table = MemTable::try_new(schema, vec![vec![batch]]).unwrap();
+            ctx.register_table(name, Arc::new(table)).unwrap();
+        }
+        ctx
+    }
+
+    /// `fingerprint_pairs`, sorted: (simhash_a, simhash_b, similarity).
+    async fn fingerprint_pairs(ctx: &SessionContext) -> Vec<(u64, u64, Option<f64>)> {
+        let batches = ctx
+            .table("fingerprint_pairs")
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
+        let mut rows = Vec::new();
+        for batch in batches {
+            let a = batch.column(0).as_primitive::<UInt64Type>();
+            let b = batch.column(1).as_primitive::<UInt64Type>();
+            let s = batch.column(3).as_primitive::<Float64Type>();
+            for row in 0..batch.num_rows() {
+                let similarity = s.is_valid(row).then(|| s.value(row));
+                rows.push((a.value(row), b.value(row), similarity));
+            }
+        }
+        rows.sort_by(|x, y| x.partial_cmp(y).unwrap());
+        rows
+    }
+
+    /// The sketches held in memory keep the rows the relational verification keeps, with the
+    /// same similarities: pairs above and below the threshold, fingerprints of two documents
+    /// (the smaller sketch), and a fingerprint without a sketch (its pairs dropped).
+    #[tokio::test]
+    async fn the_sketches_in_memory_keep_the_rows_the_joins_keep() {
+        let (joined_dir, looked_up_dir) =
+            (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let joined = context();
+        let bindings = bindings_for(joined_dir.path());
+        run_stage(&joined, &stages::VERIFY_SKETCHES, &bindings)
+            .await
+            .unwrap();
+        run_stage(&joined, &stages::VERIFY, &bindings)
+            .await
+            .unwrap();
+        let expected = fingerprint_pairs(&joined).await;
+
+        let looked_up = context();
+        let bindings = bindings_for(looked_up_dir.path());
+        run_stage(&looked_up, &stages::VERIFY_SKETCHES, &bindings)
+            .await
+            .unwrap();
+        super::verify_in_memory::<u64>(&looked_up, &bindings)
+            .await
+            .unwrap();
+        let found = fingerprint_pairs(&looked_up).await;
+
+        assert_eq!(found, expected);
+        // Both ways of the threshold occur, and the fingerprint without a sketch pairs with no one.
+        assert!(found.len() > 100, "{} pairs kept", found.len());
+        assert!(
+            found.len() < 1_800,
+            "{} pairs kept of about 2,000",
+            found.len()
+        );
+        assert!(found.iter().all(|&(a, b, _)| a != 77 && b != 77));
+        // The function is gone once verification is done.
+        assert!(
+            !looked_up
+                .state()
+                .scalar_functions()
+                .contains_key(super::FUNCTION)
+        );
+    }
+}
