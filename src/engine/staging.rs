@@ -246,13 +246,16 @@ impl Drop for StagingDir {
     fn drop(&mut self) {
         if !self.committed {
             // Best effort: a failed run must not leave a half-written folder behind. A writer
-            // of the failed stage may still be closing a file in it, which makes one removal
-            // fail ("directory not empty"), so it is tried a few times.
-            for attempt in 0..5 {
-                if std::fs::remove_dir_all(&self.staging).is_ok() || !self.staging.exists() {
+            // of the failed stage may still be closing a file in it, which makes a removal
+            // fail ("directory not empty"), or finish just after one, putting the folder back
+            // (the local object store creates a file's missing folders): so the folder is
+            // removed until it is still gone a moment later.
+            for attempt in 0..6 {
+                let _ = std::fs::remove_dir_all(&self.staging);
+                std::thread::sleep(std::time::Duration::from_millis(20 << attempt.min(3)));
+                if !self.staging.exists() {
                     break;
                 }
-                std::thread::sleep(std::time::Duration::from_millis(20 << attempt));
             }
         }
         forget_live(&self.staging);
