@@ -11,7 +11,8 @@
 -- punctuation only) unless the options say empty=exact; such documents take no part in
 -- matching. `features` counts the distinct features: a document with fewer than min_features
 -- was fingerprinted by an exact hash (the short-text policy, see docs/FEATURES.md). `sketch` is
--- the MinHash sketch of the same features (256 bytes), which sql/04_verify.sql compares.
+-- the MinHash sketch of the same features (256 bytes), which verification compares
+-- (sql/04_verify_sketches.sql).
 -- ${keep_value} and ${keep_value_source} add `keep_value`, the input column that `--keep
 -- max:COLUMN` (and the other column rules) chooses representatives by, when the rule names one
 -- (src/job/keep.rs).
