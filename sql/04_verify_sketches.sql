@@ -12,7 +12,7 @@ CREATE VIEW candidate_sketches AS
 SELECT simhash,
        arrow_cast(min(arrow_cast(sketch, 'Binary')), 'FixedSizeBinary(256)') AS sketch
 -- The candidates' fingerprints first: a hash join holds its first input in memory (this
--- stage runs with the joins in the order written, src/job/matching.rs). c.simhash, not
+-- stage runs with the joins in the order written, src/job/verify.rs). c.simhash, not
 -- d.simhash: the planner would make a semi-join of it, holding the documents.
 FROM (SELECT c.simhash, d.sketch
       FROM (SELECT simhash_a AS simhash FROM candidate_pairs

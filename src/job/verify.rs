@@ -71,6 +71,8 @@ async fn verify_in_memory<F: FingerprintColumn>(
     let sketches = Arc::new(Sketches::<F>::read(ctx).await?);
     let function = ScalarUDF::new_from_impl(CandidateSimilarity {
         sketches: Arc::clone(&sketches),
+        // Volatile for the reason `sketch_similarity` is (src/udf/similarity.rs): so that the
+        // filter on it is not pushed down and the similarity computed twice.
         signature: Signature::exact(vec![F::data_type(), F::data_type()], Volatility::Volatile),
     });
     ctx.register_udf(function);
@@ -108,31 +110,26 @@ impl<F: FingerprintColumn> Sketches<F> {
         while let Some(batch) = stream.next().await {
             let batch = batch.context(what)?;
             let sketches = as_fixed_size_binary_array(batch.column(1)).context(what)?;
-            let mut full = false;
-            F::for_each_value(batch.column(0), |row, fingerprint| {
-                let at = match sketches.is_valid(row) {
-                    false => NO_SKETCH,
-                    true => match u32::try_from(bytes.len() / SKETCH_BYTES) {
-                        Ok(at) if at < NO_SKETCH => {
-                            bytes.extend_from_slice(sketches.value(row));
-                            at
-                        }
-                        _ => {
-                            full = true;
-                            return;
-                        }
-                    },
-                };
-                place.insert(fingerprint, at);
-            })
-            .context(what)?;
-            if full {
+            // Places are u32, NO_SKETCH the largest: checked once per batch, not per row.
+            if bytes.len() / SKETCH_BYTES + batch.num_rows() >= NO_SKETCH as usize {
                 return Err(Error::Input(format!(
                     "{}: more than 2^32 - 1 candidate fingerprints for one process; \
                      run on a cluster (--cluster)",
                     what()
                 )));
             }
+            F::for_each_value(batch.column(0), |row, fingerprint| {
+                let at = match sketches.is_valid(row) {
+                    false => NO_SKETCH,
+                    true => {
+                        let at = (bytes.len() / SKETCH_BYTES) as u32;
+                        bytes.extend_from_slice(sketches.value(row));
+                        at
+                    }
+                };
+                place.insert(fingerprint, at);
+            })
+            .context(what)?;
             // The map's slots (a fingerprint, a place and a control byte each, at most 8/7 full)
             // and the sketches.
             let held = place.capacity() * (std::mem::size_of::<(F, u32)>() + 1) + bytes.capacity();
