@@ -41,6 +41,9 @@ COPY (
     -- No ORDER BY: sorting a million documents' 22 million pairs took longer than finding
     -- them and 3.5 GiB (docs/BENCHMARKS.md); the rows come in join order, and a query that
     -- needs an order sorts.
-) TO ${pairs_dir} STORED AS PARQUET;
+-- zstd at level 1 rather than the other tables' 3: the largest output (two ids a row, a
+-- million documents' 32.6 million rows), where level 3 spent a second more for files 5%
+-- smaller (docs/BENCHMARKS.md).
+) TO ${pairs_dir} STORED AS PARQUET OPTIONS ('format.compression' 'zstd(1)');
 
 CREATE EXTERNAL TABLE pairs STORED AS PARQUET LOCATION ${pairs_dir};
