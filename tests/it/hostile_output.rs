@@ -138,6 +138,44 @@ fn query_out_does_not_replace_a_file_unless_told() {
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "one\n1\n");
 }
 
+/// The Parquet writer panics on an encoding a column's type cannot take, after it has created
+/// the file; neardup refuses such a COPY first, naming the column, and writes nothing. The
+/// same COPY with an encoding for the string column that fits is written and reads back.
+#[test]
+fn a_copy_with_an_encoding_its_column_cannot_take_is_refused_before_writing() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("copied");
+    let sql = |options: &str| {
+        format!(
+            "COPY (SELECT 'x' AS text, true AS flag) TO '{}/' STORED AS PARQUET OPTIONS ({options})",
+            path_str(&folder)
+        )
+    };
+    let refused = neardup(&["query", &sql("'format.encoding' 'rle'")]);
+    let message = stderr(&refused);
+    assert_eq!(refused.status.code(), Some(2), "{message}");
+    assert!(
+        message.contains("column text is stored as Parquet BYTE_ARRAY")
+            && message.contains("'delta_byte_array'")
+            && message.contains("format.encoding::text"),
+        "{message}"
+    );
+    assert!(!message.contains("internal error"), "{message}");
+    assert!(!folder.exists(), "nothing is written");
+
+    neardup_ok(&[
+        "query",
+        &sql("'format.encoding' 'rle', 'format.encoding::text' 'delta_byte_array'"),
+    ]);
+    let read = neardup_ok(&[
+        "query",
+        "--format",
+        "csv",
+        &format!("SELECT text, flag FROM '{}/'", path_str(&folder)),
+    ]);
+    assert_eq!(read, "text,flag\nx,true\n");
+}
+
 #[test]
 fn the_table_format_streams_and_cuts_wide_cells() {
     let dir = tempfile::tempdir().unwrap();
