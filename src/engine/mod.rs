@@ -6,7 +6,7 @@ pub mod client_pool;
 pub mod cluster_access;
 pub mod commit;
 pub mod on_demand;
-pub mod parquet_encodings;
+pub mod parquet_writes;
 pub mod partial_file;
 pub mod row_slices;
 pub mod session;

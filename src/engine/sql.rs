@@ -26,7 +26,7 @@ use datafusion::sql::parser::DFParser;
 use datafusion::sql::parser::Statement;
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 
-use crate::engine::parquet_encodings;
+use crate::engine::parquet_writes;
 use crate::engine::stages::Stage;
 use crate::error::{Error, QueryContext, Result};
 use crate::storage::Place;
@@ -206,8 +206,8 @@ pub async fn run_all_but_last(ctx: &SessionContext, sql: &str) -> Result<DataFra
     }
     let what = || format!("statement {}", earlier + 1);
     let plan = state.statement_to_plan(last).await.context(what)?;
-    // The session's options as the statements before this one left them (a SET among them).
-    parquet_encodings::check(&plan, ctx.copied_config().options(), &what())?;
+    // The session as the statements before this one left it (a SET among them).
+    parquet_writes::check(&plan, &ctx.state(), &what())?;
     ctx.execute_logical_plan(plan).await.context(what)
 }
 
@@ -226,8 +226,8 @@ async fn run_statement(
     log::debug!("{}:\n{statement}", what());
     let started = std::time::Instant::now();
     let plan = state.statement_to_plan(statement).await.context(what)?;
-    // The session's options as the statements before this one left them (a SET among them).
-    parquet_encodings::check(&plan, ctx.copied_config().options(), &what())?;
+    // The session as the statements before this one left it (a SET among them).
+    parquet_writes::check(&plan, &ctx.state(), &what())?;
     let (destination, folder_copy) = match &plan {
         LogicalPlan::Copy(copy) => {
             let folder = copy.output_url.ends_with('/').then(|| {

@@ -139,10 +139,11 @@ fn query_out_does_not_replace_a_file_unless_told() {
 }
 
 /// The Parquet writer panics on an encoding a column's type cannot take, after it has created
-/// the file; neardup refuses such a COPY first, naming the column, and writes nothing. The
+/// the file (and loops on a write batch of 0 rows); neardup refuses such a COPY first, naming
+/// the column or the setting, and writes nothing. The
 /// same COPY with an encoding for the string column that fits is written and reads back.
 #[test]
-fn a_copy_with_an_encoding_its_column_cannot_take_is_refused_before_writing() {
+fn a_copy_with_settings_the_writer_cannot_take_is_refused_before_writing() {
     let dir = tempfile::tempdir().unwrap();
     let folder = dir.path().join("copied");
     let sql = |options: &str| {
@@ -161,6 +162,13 @@ fn a_copy_with_an_encoding_its_column_cannot_take_is_refused_before_writing() {
         "{message}"
     );
     assert!(!message.contains("internal error"), "{message}");
+    assert!(!folder.exists(), "nothing is written");
+
+    // A write batch of 0 rows, which the writer loops on for ever.
+    let refused = neardup(&["query", &sql("'format.write_batch_size' '0'")]);
+    let message = stderr(&refused);
+    assert_eq!(refused.status.code(), Some(2), "{message}");
+    assert!(message.contains("write_batch_size is 0"), "{message}");
     assert!(!folder.exists(), "nothing is written");
 
     neardup_ok(&[

@@ -1,90 +1,80 @@
-//! Checks a `COPY ... STORED AS PARQUET`, or an `INSERT INTO` a Parquet table, against the page
-//! encodings its columns can take, before anything is written.
+//! Checks what a statement writes to Parquet (a `COPY ... STORED AS PARQUET`, an `INSERT INTO`
+//! a Parquet table) against the writer's settings before anything is written.
 //!
 //! The Parquet writer accepts any `format.encoding` (or `format.encoding::column`, or the
 //! session's `datafusion.execution.parquet.encoding`) and panics when a column cannot be
 //! encoded that way (RLE on a string, DELTA_BINARY_PACKED on a double), after it has created the
-//! output file. Checked here against each leaf column's Parquet type, a mismatch is an error that
-//! names the column, its type and the encodings it takes, and no file is created.
+//! output file; a few sizes of 0 and a Bloom filter probability outside (0, 1) panic the same
+//! way, and a write batch of 0 rows never ends. Checked here, each is an error that names the
+//! setting (and for an encoding the column, its type and the encodings it takes), and no file
+//! is created. The settings are resolved as DataFusion resolves them for the write: the
+//! session's, then the COPY's OPTIONS, or the table's from when it was created.
 
 use datafusion::arrow::datatypes::Schema;
-use datafusion::common::config::ConfigOptions;
-use datafusion::datasource::file_format::parquet::ParquetFormat;
+use datafusion::common::config::TableParquetOptions;
+use datafusion::datasource::file_format::FileFormatFactory;
+use datafusion::datasource::file_format::parquet::{ParquetFormat, ParquetFormatFactory};
 use datafusion::datasource::listing::ListingTable;
 use datafusion::datasource::source_as_provider;
+use datafusion::execution::SessionState;
 use datafusion::logical_expr::{LogicalPlan, WriteOp};
 use datafusion::parquet::arrow::ArrowSchemaConverter;
 use datafusion::parquet::basic::{Encoding, Type as PhysicalType};
 
 use crate::error::{Error, Result};
 
-/// The key of the encoding every column gets, in a COPY's or a table's options.
+/// The option naming every column's encoding.
 const ENCODING: &str = "format.encoding";
-
-/// The session's, which a COPY that names none uses (`SET datafusion.execution.parquet.encoding`).
-const SESSION_ENCODING: &str = "datafusion.execution.parquet.encoding";
 
 /// The same for one column: `format.encoding::<column path>`.
 const COLUMN_ENCODING: &str = "format.encoding::";
 
-/// What a statement writes to Parquet files, as far as the encodings go.
+/// What a statement writes to Parquet files, as far as the writer's settings go.
 struct ParquetWrite<'a> {
-    /// The COPY's destination or the table's name, for the error.
+    /// The COPY's destination or the INSERT's table, for the error.
     destination: String,
     schema: &'a Schema,
-    /// The option naming every column's encoding, and its value.
-    every_column: Option<(&'static str, String)>,
-    /// Each column's own: the column path and the encoding's name.
-    own: Vec<(String, String)>,
+    options: TableParquetOptions,
     /// Columns that go into folder names instead of the files (Hive partitioning).
     not_in_files: Vec<String>,
     /// An INSERT's table has its options from when it was created; a COPY names its own.
     into_table: bool,
 }
 
-/// Fails when `plan` writes Parquet (a COPY, an INSERT into a Parquet table) with an encoding a
-/// column of it cannot take; `what` names the statement in the error. Other plans, and encoding
-/// names this check does not know (DataFusion rejects those itself), pass.
-pub fn check(plan: &LogicalPlan, session: &ConfigOptions, what: &str) -> Result<()> {
-    match parquet_write(plan, session) {
-        Some(write) => check_columns(&write, what),
+/// Fails when `plan` writes Parquet (a COPY, an INSERT into a Parquet table) with settings the
+/// writer cannot work with; `what` names the statement in the error. Other plans, and settings
+/// DataFusion rejects itself (unknown names, unparsable values), pass.
+pub fn check(plan: &LogicalPlan, state: &SessionState, what: &str) -> Result<()> {
+    match parquet_write(plan, state) {
+        Some(write) => {
+            let at = format!("{what}: {}", write.destination);
+            check_settings(&write.options, &at)?;
+            check_encodings(&write, &at)
+        }
         None => Ok(()),
     }
 }
 
-fn parquet_write<'a>(plan: &'a LogicalPlan, session: &ConfigOptions) -> Option<ParquetWrite<'a>> {
+fn parquet_write<'a>(plan: &'a LogicalPlan, state: &SessionState) -> Option<ParquetWrite<'a>> {
+    let keeps_partition_columns = state.config_options().execution.keep_partition_by_columns;
     match plan {
         LogicalPlan::Copy(copy) => {
             if !copy.file_type.get_ext().eq_ignore_ascii_case("parquet") {
                 return None;
             }
-            let every_column = match (
-                copy.options.get(ENCODING),
-                &session.execution.parquet.encoding,
-            ) {
-                (Some(name), _) => Some((ENCODING, name.clone())),
-                (None, Some(name)) => Some((SESSION_ENCODING, name.clone())),
-                (None, None) => None,
-            };
-            let own = copy
-                .options
-                .iter()
-                .filter_map(|(key, value)| {
-                    let column = key.strip_prefix(COLUMN_ENCODING)?;
-                    Some((column.to_string(), value.clone()))
-                })
-                .collect();
+            // The factory DataFusion's planner uses for the COPY, on the same options.
+            let format = ParquetFormatFactory::new()
+                .create(state, &copy.options)
+                .ok()?;
+            let options = format.downcast_ref::<ParquetFormat>()?.options().clone();
             let keeps_partition_columns = copy
                 .options
                 .get("execution.keep_partition_by_columns")
-                .map_or(session.execution.keep_partition_by_columns, |v| {
-                    v.eq_ignore_ascii_case("true")
-                });
+                .map_or(keeps_partition_columns, |v| v.eq_ignore_ascii_case("true"));
             Some(ParquetWrite {
                 destination: format!("COPY to {}", copy.output_url),
                 schema: copy.input.schema().as_arrow(),
-                every_column,
-                own,
+                options,
                 not_in_files: if keeps_partition_columns {
                     Vec::new()
                 } else {
@@ -94,23 +84,14 @@ fn parquet_write<'a>(plan: &'a LogicalPlan, session: &ConfigOptions) -> Option<P
             })
         }
         LogicalPlan::Dml(dml) if matches!(dml.op, WriteOp::Insert(_)) => {
-            // A Parquet table's options were fixed when it was created: its OPTIONS over the
-            // session's at that moment.
             let provider = source_as_provider(&dml.target).ok()?;
-            let table = provider.downcast_ref::<ListingTable>()?;
-            let listing = table.options();
+            let listing = provider.downcast_ref::<ListingTable>()?.options();
             let format = listing.format.downcast_ref::<ParquetFormat>()?;
-            let options = format.options();
             Some(ParquetWrite {
                 destination: format!("INSERT INTO {}", dml.table_name),
                 schema: dml.input.schema().as_arrow(),
-                every_column: options.global.encoding.clone().map(|name| (ENCODING, name)),
-                own: options
-                    .column_specific_options
-                    .iter()
-                    .filter_map(|(column, o)| Some((column.clone(), o.encoding.clone()?)))
-                    .collect(),
-                not_in_files: if session.execution.keep_partition_by_columns {
+                options: format.options().clone(),
+                not_in_files: if keeps_partition_columns {
                     Vec::new()
                 } else {
                     listing
@@ -126,11 +107,67 @@ fn parquet_write<'a>(plan: &'a LogicalPlan, session: &ConfigOptions) -> Option<P
     }
 }
 
-fn check_columns(write: &ParquetWrite, what: &str) -> Result<()> {
+/// The settings the writer asserts on (a panic) or loops on (a batch of 0 rows).
+fn check_settings(options: &TableParquetOptions, at: &str) -> Result<()> {
+    let global = &options.global;
+    let at_least_one = [
+        ("max_row_group_size", Some(global.max_row_group_size)),
+        ("write_batch_size", Some(global.write_batch_size)),
+        (
+            "statistics_truncate_length",
+            global.statistics_truncate_length,
+        ),
+        (
+            "column_index_truncate_length",
+            global.column_index_truncate_length,
+        ),
+        (
+            "maximum_parallel_row_group_writers",
+            Some(global.maximum_parallel_row_group_writers),
+        ),
+        (
+            "maximum_buffered_record_batches_per_stream",
+            Some(global.maximum_buffered_record_batches_per_stream),
+        ),
+    ];
+    for (name, value) in at_least_one {
+        if value == Some(0) {
+            return Err(Error::Usage(format!(
+                "{at}: the Parquet writer's {name} is 0 ('format.{name}', or \
+                 datafusion.execution.parquet.{name} for the session); it must be at least 1. \
+                 Nothing was written"
+            )));
+        }
+    }
+    let fpps = std::iter::once((
+        "format.bloom_filter_fpp".to_string(),
+        global.bloom_filter_fpp,
+    ))
+    .chain(options.column_specific_options.iter().map(|(column, o)| {
+        (
+            format!("format.bloom_filter_fpp::{column}"),
+            o.bloom_filter_fpp,
+        )
+    }));
+    for (key, fpp) in fpps {
+        if let Some(fpp) = fpp
+            && !(fpp > 0.0 && fpp < 1.0)
+        {
+            return Err(Error::Usage(format!(
+                "{at}: '{key}' is {fpp}; a Bloom filter's false positive probability is \
+                 between 0 and 1, both excluded (e.g. 0.01). Nothing was written"
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn check_encodings(write: &ParquetWrite, at: &str) -> Result<()> {
     let Ok(parquet_schema) = ArrowSchemaConverter::new().convert(write.schema) else {
         // A type Parquet cannot hold: the writer says so itself, with no panic.
         return Ok(());
     };
+    let every_column = write.options.global.encoding.as_ref();
     for column in parquet_schema.columns() {
         let path = column.path().string();
         let top = column.path().parts().first();
@@ -138,13 +175,19 @@ fn check_columns(write: &ParquetWrite, what: &str) -> Result<()> {
             continue;
         }
         let own = write
-            .own
+            .options
+            .column_specific_options
             .iter()
             .find(|(named, _)| named.eq_ignore_ascii_case(&path))
-            .map(|(_, name)| (format!("{COLUMN_ENCODING}{path}"), name));
-        let (key, name) = match (own, &write.every_column) {
+            .and_then(|(_, o)| o.encoding.as_ref())
+            .map(|name| (format!("'{COLUMN_ENCODING}{path}'"), name));
+        let (key, name) = match (own, every_column) {
             (Some(own), _) => own,
-            (None, Some((key, name))) => (key.to_string(), name),
+            (None, Some(name)) if write.into_table => (format!("'{ENCODING}'"), name),
+            (None, Some(name)) => (
+                format!("'{ENCODING}', or the session's 'datafusion.execution.parquet.encoding'"),
+                name,
+            ),
             (None, None) => continue,
         };
         let Some(encoding) = parse(name) else {
@@ -152,7 +195,6 @@ fn check_columns(write: &ParquetWrite, what: &str) -> Result<()> {
         };
         let physical = column.physical_type();
         if !takes(physical, encoding) {
-            let destination = format!("{what}: {}", write.destination);
             let remedy = if write.into_table {
                 "the table's encodings are fixed when it is created: create it again with \
                  another encoding in its OPTIONS"
@@ -161,7 +203,7 @@ fn check_columns(write: &ParquetWrite, what: &str) -> Result<()> {
                 format!("name another encoding for this column with '{COLUMN_ENCODING}{path}'")
             };
             let mismatch = Mismatch {
-                destination: &destination,
+                destination: at,
                 path: &path,
                 physical,
                 key: &key,
@@ -236,7 +278,7 @@ impl Mismatch<'_> {
             Encoding::PLAIN_DICTIONARY | Encoding::RLE_DICTIONARY
         ) {
             return Error::Usage(format!(
-                "{destination}: '{key}' '{name}' is not an encoding the Parquet writer takes \
+                "{destination}: '{name}' ({key}) is not an encoding the Parquet writer takes \
                  for pages; dictionaries are switched on by 'format.dictionary_enabled' 'true' \
                  (the default), and the encoding for pages where a dictionary is not used is \
                  one such as 'plain'. Nothing was written"
@@ -248,7 +290,7 @@ impl Mismatch<'_> {
             .collect();
         Error::Usage(format!(
             "{destination}: column {path} is stored as Parquet {physical}, which the writer \
-             cannot encode as '{name}' ('{key}'); it takes {}. Nothing was written: {remedy}",
+             cannot encode as '{name}' ({key}); it takes {}. Nothing was written: {remedy}",
             takes.join(", ")
         ))
     }
@@ -372,8 +414,9 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_copy_names_the_column_and_what_it_takes() {
-        let session = ConfigOptions::default();
+    async fn a_write_names_the_setting_the_writer_cannot_take() {
+        let ctx = SessionContext::new();
+        let session = ctx.state();
         let plan = plan_of(
             "COPY (SELECT 1 AS n, 'x' AS text) TO '/nowhere/out/' STORED AS PARQUET \
              OPTIONS ('format.encoding' 'rle')",
@@ -416,21 +459,55 @@ mod tests {
 
         // The session's encoding applies where the COPY names none; a dictionary encoding is
         // refused with what to use instead.
-        let mut session = ConfigOptions::default();
-        session.execution.parquet.encoding = Some("rle_dictionary".into());
+        let encoded = SessionContext::new();
+        encoded
+            .sql("SET datafusion.execution.parquet.encoding = 'rle_dictionary'")
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
         let plan = plan_of("COPY (SELECT 1 AS n) TO '/nowhere/out/' STORED AS PARQUET").await;
-        let message = check(&plan, &session, "statement 1")
+        let message = check(&plan, &encoded.state(), "statement 1")
             .err()
             .map(|e| e.to_string())
             .unwrap_or_default();
         assert!(message.contains("format.dictionary_enabled"), "{message}");
         assert!(
-            message.contains("'datafusion.execution.parquet.encoding' 'rle_dictionary'"),
+            message.contains("'rle_dictionary' ('format.encoding', or the session's"),
             "{message}"
         );
 
+        // Sizes of 0 and a probability outside (0, 1), which the writer panics or loops on.
+        for (option, named) in [
+            ("'format.max_row_group_size' '0'", "max_row_group_size is 0"),
+            ("'format.write_batch_size' '0'", "write_batch_size is 0"),
+            (
+                "'format.statistics_truncate_length' '0'",
+                "statistics_truncate_length is 0",
+            ),
+            (
+                "'format.maximum_parallel_row_group_writers' '0'",
+                "maximum_parallel_row_group_writers is 0",
+            ),
+            (
+                "'format.bloom_filter_on_write' 'true', 'format.bloom_filter_fpp' '2'",
+                "'format.bloom_filter_fpp' is 2",
+            ),
+            (
+                "'format.bloom_filter_fpp::text' '0'",
+                "'format.bloom_filter_fpp::text' is 0",
+            ),
+        ] {
+            let plan = plan_of(&format!(
+                "COPY (SELECT 'x' AS text) TO '/nowhere/out/' STORED AS PARQUET OPTIONS ({option})"
+            ))
+            .await;
+            let message = check(&plan, &session, "statement 1")
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(message.contains(named), "{option}: {message}");
+        }
+
         // An INSERT into a Parquet table goes by the table's options.
-        let ctx = SessionContext::new();
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let create = format!(
             "CREATE EXTERNAL TABLE t (n DOUBLE, text VARCHAR) STORED AS PARQUET LOCATION '{}/' \
@@ -444,7 +521,7 @@ mod tests {
             .create_logical_plan("INSERT INTO t VALUES (1.5, 'x')")
             .await
             .unwrap_or_else(|e| panic!("{e}"));
-        let message = check(&insert, &ConfigOptions::default(), "statement 2")
+        let message = check(&insert, &ctx.state(), "statement 2")
             .err()
             .map(|e| e.to_string())
             .unwrap_or_default();
