@@ -413,45 +413,39 @@ mod tests {
             .unwrap_or_else(|e| panic!("{sql}: {e}"))
     }
 
+    /// The check's message for `sql` planned alone, in the session `state`; empty if it passes.
+    async fn refusal(sql: &str, state: &SessionState) -> String {
+        check(&plan_of(sql).await, state, "statement 1")
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default()
+    }
+
     #[tokio::test]
     async fn a_write_names_the_setting_the_writer_cannot_take() {
         let ctx = SessionContext::new();
         let session = ctx.state();
-        let plan = plan_of(
-            "COPY (SELECT 1 AS n, 'x' AS text) TO '/nowhere/out/' STORED AS PARQUET \
-             OPTIONS ('format.encoding' 'rle')",
-        )
-        .await;
-        let message = check(&plan, &session, "statement 1")
-            .err()
-            .map(|e| e.to_string())
-            .unwrap_or_default();
+        let copy = |select: &str, options: &str| {
+            format!("COPY ({select}) TO '/nowhere/out/' STORED AS PARQUET OPTIONS ({options})")
+        };
+        let two = "SELECT 1 AS n, 'x' AS text";
+        let message = refusal(&copy(two, "'format.encoding' 'rle'"), &session).await;
+        assert!(
+            message.starts_with("statement 1: COPY to /nowhere/out/"),
+            "{message}"
+        );
         assert!(
             message.contains("column n is stored as Parquet INT64"),
             "{message}"
         );
         assert!(message.contains("'delta_binary_packed'"), "{message}");
-        assert!(
-            message.starts_with("statement 1: COPY to /nowhere/out/"),
-            "{message}"
-        );
 
         // A column's own encoding wins over the one for every column.
-        let plan = plan_of(
-            "COPY (SELECT true AS flag, 'x' AS text) TO '/nowhere/out/' STORED AS PARQUET \
-             OPTIONS ('format.encoding' 'rle', 'format.encoding::text' 'delta_byte_array')",
-        )
-        .await;
-        assert!(check(&plan, &session, "statement 1").is_ok());
-        let plan = plan_of(
-            "COPY (SELECT true AS flag, 'x' AS text) TO '/nowhere/out/' STORED AS PARQUET \
-             OPTIONS ('format.encoding::text' 'byte_stream_split')",
-        )
-        .await;
-        let message = check(&plan, &session, "statement 1")
-            .err()
-            .map(|e| e.to_string())
-            .unwrap_or_default();
+        let flagged = "SELECT true AS flag, 'x' AS text";
+        let own = "'format.encoding' 'rle', 'format.encoding::text' 'delta_byte_array'";
+        assert_eq!(refusal(&copy(flagged, own), &session).await, "");
+        let own = "'format.encoding::text' 'byte_stream_split'";
+        let message = refusal(&copy(flagged, own), &session).await;
         assert!(
             message.contains("column text is stored as Parquet BYTE_ARRAY"),
             "{message}"
@@ -464,11 +458,8 @@ mod tests {
             .sql("SET datafusion.execution.parquet.encoding = 'rle_dictionary'")
             .await
             .unwrap_or_else(|e| panic!("{e}"));
-        let plan = plan_of("COPY (SELECT 1 AS n) TO '/nowhere/out/' STORED AS PARQUET").await;
-        let message = check(&plan, &encoded.state(), "statement 1")
-            .err()
-            .map(|e| e.to_string())
-            .unwrap_or_default();
+        let plain = "COPY (SELECT 1 AS n) TO '/nowhere/out/' STORED AS PARQUET";
+        let message = refusal(plain, &encoded.state()).await;
         assert!(message.contains("format.dictionary_enabled"), "{message}");
         assert!(
             message.contains("'rle_dictionary' ('format.encoding', or the session's"),
@@ -496,14 +487,7 @@ mod tests {
                 "'format.bloom_filter_fpp::text' is 0",
             ),
         ] {
-            let plan = plan_of(&format!(
-                "COPY (SELECT 'x' AS text) TO '/nowhere/out/' STORED AS PARQUET OPTIONS ({option})"
-            ))
-            .await;
-            let message = check(&plan, &session, "statement 1")
-                .err()
-                .map(|e| e.to_string())
-                .unwrap_or_default();
+            let message = refusal(&copy("SELECT 'x' AS text", option), &session).await;
             assert!(message.contains(named), "{option}: {message}");
         }
 
@@ -532,12 +516,9 @@ mod tests {
         assert!(message.contains("create it again"), "{message}");
 
         // Other formats and plans are not this check's.
-        let plan = plan_of(
-            "COPY (SELECT 1 AS n) TO '/nowhere/out.csv' STORED AS CSV \
-             OPTIONS ('format.delimiter' ';')",
-        )
-        .await;
-        assert!(check(&plan, &session, "statement 1").is_ok());
-        assert!(check(&plan_of("SELECT 1").await, &session, "statement 1").is_ok());
+        let csv = "COPY (SELECT 1 AS n) TO '/nowhere/out.csv' STORED AS CSV \
+                   OPTIONS ('format.delimiter' ';')";
+        assert_eq!(refusal(csv, &session).await, "");
+        assert_eq!(refusal("SELECT 1", &session).await, "");
     }
 }
