@@ -5,6 +5,7 @@ pub mod ballista;
 pub mod client_pool;
 pub mod cluster_access;
 pub mod commit;
+pub mod copy_leftovers;
 pub mod on_demand;
 pub mod parquet_writes;
 pub mod partial_file;

@@ -26,6 +26,7 @@ use datafusion::sql::parser::DFParser;
 use datafusion::sql::parser::Statement;
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 
+use crate::engine::copy_leftovers;
 use crate::engine::parquet_writes;
 use crate::engine::stages::Stage;
 use crate::error::{Error, QueryContext, Result};
@@ -208,6 +209,12 @@ pub async fn run_all_but_last(ctx: &SessionContext, sql: &str) -> Result<DataFra
     let plan = state.statement_to_plan(last).await.context(what)?;
     // The session as the statements before this one left it (a SET among them).
     parquet_writes::check(&plan, &ctx.state(), &what())?;
+    if matches!(plan, LogicalPlan::Copy(_)) {
+        // Run here rather than streamed by the caller, so that a COPY that fails takes back
+        // the files it wrote (`copy_to_end`); its result is one row, the rows written.
+        let batches = copy_to_end(ctx, plan, &what).await?;
+        return ctx.read_batches(batches).context(what);
+    }
     ctx.execute_logical_plan(plan).await.context(what)
 }
 
@@ -215,8 +222,7 @@ fn parse(sql: &str, failed: impl FnOnce() -> String) -> Result<VecDeque<Statemen
     DFParser::parse_sql_with_dialect(sql, &GenericDialect {}).context(failed)
 }
 
-/// Plans and runs one statement to completion. A COPY into a folder leaves a readable table even
-/// when it wrote no row, and a COPY that fails on a full disk names the folder it was writing.
+/// Plans and runs one statement to completion (a COPY as `copy_to_end` says).
 async fn run_statement(
     ctx: &SessionContext,
     state: &SessionState,
@@ -228,6 +234,19 @@ async fn run_statement(
     let plan = state.statement_to_plan(statement).await.context(what)?;
     // The session as the statements before this one left it (a SET among them).
     parquet_writes::check(&plan, &ctx.state(), &what())?;
+    copy_to_end(ctx, plan, what).await?;
+    log::debug!("{}: {:.3} s", what(), started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// Runs a planned statement to completion and returns its rows. For a COPY: a failure removes
+/// the local files the COPY added (`copy_leftovers`) and names the folder on a full disk; a COPY
+/// into a folder leaves a readable table even when it wrote no row.
+async fn copy_to_end(
+    ctx: &SessionContext,
+    plan: LogicalPlan,
+    what: &dyn Fn() -> String,
+) -> Result<Vec<RecordBatch>> {
     let (destination, folder_copy) = match &plan {
         LogicalPlan::Copy(copy) => {
             let folder = copy.output_url.ends_with('/').then(|| {
@@ -238,24 +257,32 @@ async fn run_statement(
         }
         _ => (None, None),
     };
+    let before = destination
+        .as_deref()
+        .and_then(copy_leftovers::Before::note);
     let written = match ctx.execute_logical_plan(plan).await.context(what) {
         Ok(frame) => frame.collect().await.context(what),
         Err(e) => Err(e),
     };
-    if let Err(e) = written {
-        return Err(match &destination {
-            Some(destination) => e.writing(destination),
-            None => e,
-        });
-    }
+    let batches = match written {
+        Ok(batches) => batches,
+        Err(e) => {
+            if let Some(before) = before {
+                before.remove_added();
+            }
+            return Err(match &destination {
+                Some(destination) => e.writing(destination),
+                None => e,
+            });
+        }
+    };
     if let Some((folder, schema)) = folder_copy {
         match Place::parse(&folder, "COPY")? {
             Place::Local(folder) => ensure_table_file(&folder, schema)?,
             Place::Remote(url) => ensure_remote_table_file(&url, schema).await?,
         }
     }
-    log::debug!("{}: {:.3} s", what(), started.elapsed().as_secs_f64());
-    Ok(())
+    Ok(batches)
 }
 
 /// A COPY of no rows writes no file, and an empty folder is not a table anyone can read (its

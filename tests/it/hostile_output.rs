@@ -184,6 +184,41 @@ fn a_copy_with_settings_the_writer_cannot_take_is_refused_before_writing() {
     assert_eq!(read, "text,flag\nx,true\n");
 }
 
+/// A COPY that fails part way, on a value that does not cast near the end, takes back the
+/// files its finished partitions wrote; a file that was in the folder before stays.
+#[test]
+fn a_copy_that_fails_part_way_leaves_no_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("copied");
+    let copy = format!(
+        "COPY (SELECT CAST(CASE WHEN value > 900000 THEN 'x' ELSE CAST(value AS VARCHAR) END \
+         AS BIGINT) AS v FROM generate_series(1, 1000000)) TO '{}/' STORED AS PARQUET",
+        path_str(&folder)
+    );
+    for last in [true, false] {
+        // Last (its result printed) and followed by another statement.
+        let sql = if last {
+            copy.clone()
+        } else {
+            format!("{copy}; SELECT 1")
+        };
+        let failed = neardup(&["query", &sql]);
+        let message = stderr(&failed);
+        assert_eq!(failed.status.code(), Some(1), "{message}");
+        assert!(message.contains("Cannot cast string 'x'"), "{message}");
+        assert!(!folder.exists(), "last: {last}");
+    }
+    std::fs::create_dir(&folder).unwrap();
+    std::fs::write(folder.join("notes.txt"), "mine").unwrap();
+    let failed = neardup(&["query", &copy]);
+    assert_eq!(failed.status.code(), Some(1), "{}", stderr(&failed));
+    let left: Vec<_> = std::fs::read_dir(&folder)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left, vec![std::ffi::OsString::from("notes.txt")]);
+}
+
 #[test]
 fn the_table_format_streams_and_cuts_wide_cells() {
     let dir = tempfile::tempdir().unwrap();
