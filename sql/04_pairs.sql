@@ -48,7 +48,7 @@ COPY (
     -- them and 3.5 GiB (docs/BENCHMARKS.md); the rows come in join order, and a query that
     -- needs an order sorts.
 -- zstd at level 1 rather than the other tables' 3: the largest output (two ids a row, a
--- million documents' 32.6 million rows), where level 3 spent a second more for files 5%
+-- million documents' 32.6 million rows), where level 3 spent a second more for files 6%
 -- smaller (docs/BENCHMARKS.md).
 ) TO ${pairs_dir} STORED AS PARQUET OPTIONS ('format.compression' 'zstd(1)');
 

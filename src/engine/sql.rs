@@ -211,8 +211,8 @@ pub async fn run_all_but_last(ctx: &SessionContext, sql: &str) -> Result<DataFra
     parquet_writes::check(&plan, &ctx.state(), &what())?;
     if matches!(plan, LogicalPlan::Copy(_)) {
         // Run here rather than streamed by the caller, so that a COPY that fails takes back
-        // the files it wrote (`copy_to_end`); its result is one row, the rows written.
-        let batches = copy_to_end(ctx, plan, &what).await?;
+        // the files it wrote (`run_to_end`); its result is one row, the rows written.
+        let batches = run_to_end(ctx, plan, &what).await?;
         return ctx.read_batches(batches).context(what);
     }
     ctx.execute_logical_plan(plan).await.context(what)
@@ -222,7 +222,7 @@ fn parse(sql: &str, failed: impl FnOnce() -> String) -> Result<VecDeque<Statemen
     DFParser::parse_sql_with_dialect(sql, &GenericDialect {}).context(failed)
 }
 
-/// Plans and runs one statement to completion (a COPY as `copy_to_end` says).
+/// Plans and runs one statement to completion (a COPY as `run_to_end` says).
 async fn run_statement(
     ctx: &SessionContext,
     state: &SessionState,
@@ -234,7 +234,7 @@ async fn run_statement(
     let plan = state.statement_to_plan(statement).await.context(what)?;
     // The session as the statements before this one left it (a SET among them).
     parquet_writes::check(&plan, &ctx.state(), &what())?;
-    copy_to_end(ctx, plan, what).await?;
+    run_to_end(ctx, plan, what).await?;
     log::debug!("{}: {:.3} s", what(), started.elapsed().as_secs_f64());
     Ok(())
 }
@@ -242,7 +242,7 @@ async fn run_statement(
 /// Runs a planned statement to completion and returns its rows. For a COPY: a failure removes
 /// the local files the COPY added (`copy_leftovers`) and names the folder on a full disk; a COPY
 /// into a folder leaves a readable table even when it wrote no row.
-async fn copy_to_end(
+async fn run_to_end(
     ctx: &SessionContext,
     plan: LogicalPlan,
     what: &dyn Fn() -> String,
