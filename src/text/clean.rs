@@ -144,31 +144,11 @@ pub fn alphanumerics(text: &str, cleaning: &Cleaning, out: &mut String) {
     }
 }
 
-/// `alphanumerics` of a text without markup by `letters_in_one_pass`, when it can: in one
-/// pass, or for a Traditional text whose other characters are simple, in one pass after the
-/// script step has converted its Han runs. That order gives the same letters as NFKC first:
-/// such a text's NFKC only spells ASCII forms, which are not Han, so the runs the script step
-/// converts are the same either way. False when the text needs the steps one after the other.
+/// `alphanumerics` of a text without markup by `letters_in_one_pass`, when it can. False when
+/// the text needs the steps one after the other.
 fn letters_by_table(text: &str, cleaning: &Cleaning, out: &mut String) -> bool {
     let stops = CharClass::stops(cleaning);
-    match letters_in_one_pass(text, cleaning, stops, out) {
-        Pass::Done => true,
-        Pass::General => false,
-        Pass::Script => {
-            let Ok(converter) = &*T2S else {
-                return false;
-            };
-            let converted = simplify_han_runs(text, converter);
-            out.clear();
-            // Converted once: a character flagged as Traditional that remains (覆 in 覆盖)
-            // is Simplified text, as the script step leaves it.
-            let stops = stops & !CharClass::TRADITIONAL;
-            matches!(
-                letters_in_one_pass(&converted, cleaning, stops, out),
-                Pass::Done
-            )
-        }
-    }
+    letters_in_one_pass(text, cleaning, stops, out) == Pass::Done
 }
 
 /// How far `letters_in_one_pass` got.
@@ -176,8 +156,6 @@ fn letters_by_table(text: &str, cleaning: &Cleaning, out: &mut String) -> bool {
 enum Pass {
     /// `out` holds the letters.
     Done,
-    /// Every character is simple but for Traditional ones, which the script step may change.
-    Script,
     /// A character needs the steps one after the other.
     General,
 }
@@ -190,8 +168,15 @@ enum Pass {
 /// them), one outside the Basic Multilingual Plane, and one of the `stops` classes. Why the
 /// result is the same: the NFKC step spells such a text's ASCII forms and stops there
 /// (`normalize_characters`), the width and script steps then find nothing to change, and
-/// lower-casing changes only ASCII capitals. With the character-level script step on, a
-/// Traditional character is noted (`Script`) and the pass goes on.
+/// lower-casing changes only ASCII capitals.
+///
+/// With the character-level script step on, a Traditional character does not stop the pass:
+/// its Han run is converted by table where it ends (`HanRun`) and its letters in `out` are
+/// replaced by the conversion's, each checked as any other character. The same letters as NFKC
+/// first: such a text's NFKC only spells ASCII forms, which are not Han, so the runs are the
+/// same either way; and the same as converting every run (`simplify_han_runs`), since a run
+/// without a Traditional character does not change. A character the conversion gives is not
+/// converted again (覆 in 覆盖 is Simplified text, as the script step leaves it).
 fn letters_in_one_pass(text: &str, cleaning: &Cleaning, stops: u8, out: &mut String) -> Pass {
     // The letters are written as bytes, then checked back into `out` once: pushing one char at
     // a time cost a branch per byte on whether to keep it, which mispredicts at every space
@@ -201,40 +186,121 @@ fn letters_in_one_pass(text: &str, cleaning: &Cleaning, stops: u8, out: &mut Str
     let pass = letters_as_bytes(text, cleaning, stops, &mut letters);
     debug_assert!(std::str::from_utf8(&letters).is_ok());
     // SAFETY: `letters_as_bytes` writes only ASCII bytes and the bytes of whole characters of
-    // `text`, a `str`, so `letters` is UTF-8. Checking it again cost 4.6% of the signature
-    // stage's CPU on a million generated pages (perf, `core::str::from_utf8`).
+    // `text`, a `str`, or of the T2S table's strings, so `letters` is UTF-8. Checking it again
+    // cost 4.6% of the signature stage's CPU on a million generated pages (perf,
+    // `core::str::from_utf8`).
     *out = unsafe { String::from_utf8_unchecked(letters) };
     pass
+}
+
+/// What `letters_as_bytes` keeps of a character other than ASCII under one cleaning.
+struct Keep<'a> {
+    cleaning: &'a Cleaning,
+    /// The classes that send the text to the general path.
+    stop: u8,
+    /// `ASCII_LETTERS` or, with the case step, `ASCII_LETTERS_LOWERED`.
+    ascii: &'static [u8; 128],
+}
+
+impl Keep<'_> {
+    /// Writes the letters `c` (of class `class`, spelled `bytes` in UTF-8) stands for into
+    /// `out`; false when it is of a `stop` class.
+    #[inline]
+    fn push(&self, class: u8, c: char, bytes: &[u8], out: &mut Vec<u8>) -> bool {
+        // An ASCII form is ASCII before the steps after NFKC see it: its own case, width or
+        // script do not matter.
+        if self.cleaning.nfkc && class & CharClass::ASCII_FORM != 0 {
+            let spelled = ASCII_FORMS.spelling(c).unwrap_or_default();
+            for b in spelled.bytes() {
+                let letter = self.ascii[usize::from(b & 0x7F)];
+                if letter != 0 {
+                    out.push(letter);
+                }
+            }
+            true
+        } else if class & self.stop != 0 {
+            false
+        } else {
+            if class & CharClass::LETTER != 0 {
+                // The character's own bytes: no encoding it again.
+                out.extend_from_slice(bytes);
+            }
+            true
+        }
+    }
+}
+
+/// A run of Han characters being read with the character-level script step on.
+struct HanRun {
+    /// Where it starts in the text.
+    start: usize,
+    /// Where its letters start in the output.
+    letters: usize,
+    /// Whether it holds a character that the conversion may change (`TRADITIONAL`).
+    traditional: bool,
+}
+
+impl HanRun {
+    /// The run ends before `end`: when it holds a Traditional character, its letters in `out`
+    /// are replaced by those of its conversion. False when the table is missing (the T2S
+    /// dictionaries did not load) or a converted character is of a `stop` class.
+    fn end(&self, text: &str, end: usize, keep: &Keep, out: &mut Vec<u8>) -> bool {
+        if !self.traditional {
+            return true;
+        }
+        let Some(table) = &*T2S_TABLE else {
+            return false;
+        };
+        out.truncate(self.letters);
+        let classes = &*CHAR_CLASSES;
+        let mut kept = true;
+        let converted = table.convert_run_into(&text[self.start..end], |piece| {
+            for c in piece.chars() {
+                let class = classes.get(c as usize).copied();
+                let mut utf8 = [0u8; 4];
+                let bytes = c.encode_utf8(&mut utf8).as_bytes();
+                kept &= class.is_some_and(|class| keep.push(class, c, bytes, out));
+            }
+        });
+        kept && converted.is_some()
+    }
 }
 
 /// `letters_in_one_pass` into a byte buffer.
 fn letters_as_bytes(text: &str, cleaning: &Cleaning, stops: u8, out: &mut Vec<u8>) -> Pass {
     let script = stops & CharClass::TRADITIONAL;
-    let stop = stops & !script;
-    let mut traditional = false;
-    let classes = &*CHAR_CLASSES;
-    let ascii = if cleaning.case {
-        &ASCII_LETTERS_LOWERED
-    } else {
-        &ASCII_LETTERS
+    let keep = Keep {
+        cleaning,
+        stop: stops & !script,
+        ascii: if cleaning.case {
+            &ASCII_LETTERS_LOWERED
+        } else {
+            &ASCII_LETTERS
+        },
     };
+    let classes = &*CHAR_CLASSES;
     let bytes = text.as_bytes();
+    // The Han run being read, with the character-level script step on.
+    let mut run: Option<HanRun> = None;
     let mut at = 0;
     while at < bytes.len() {
         // A run of ASCII by a table: each byte's letter or digit as the case step leaves it,
         // or 0. Every byte is written and the length moves past the letters only, without a
         // branch on the byte.
-        let run = bytes[at..].iter().take_while(|b| b.is_ascii()).count();
-        if run > 0 {
+        let ascii_run = bytes[at..].iter().take_while(|b| b.is_ascii()).count();
+        if ascii_run > 0 {
+            if !run.take().is_none_or(|han| han.end(text, at, &keep, out)) {
+                return Pass::General;
+            }
             let mut len = out.len();
-            out.resize(len + run, 0);
-            for &byte in &bytes[at..at + run] {
-                let letter = ascii[usize::from(byte & 0x7F)];
+            out.resize(len + ascii_run, 0);
+            for &byte in &bytes[at..at + ascii_run] {
+                let letter = keep.ascii[usize::from(byte & 0x7F)];
                 out[len] = letter;
                 len += usize::from(letter != 0);
             }
             out.truncate(len);
-            at += run;
+            at += ascii_run;
             continue;
         }
         let Some(c) = text[at..].chars().next() else {
@@ -244,31 +310,27 @@ fn letters_as_bytes(text: &str, cleaning: &Cleaning, stops: u8, out: &mut Vec<u8
         let Some(&class) = classes.get(c as usize) else {
             return Pass::General;
         };
-        // An ASCII form is ASCII before the steps after NFKC see it: its own case, width or
-        // script do not matter.
-        if cleaning.nfkc && class & CharClass::ASCII_FORM != 0 {
-            let spelled = ASCII_FORMS.spelling(c).unwrap_or_default();
-            for b in spelled.bytes() {
-                let letter = ascii[usize::from(b & 0x7F)];
-                if letter != 0 {
-                    out.push(letter);
-                }
+        if script != 0 {
+            if class & CharClass::HAN != 0 {
+                let han = run.get_or_insert(HanRun {
+                    start: at,
+                    letters: out.len(),
+                    traditional: false,
+                });
+                han.traditional |= class & script != 0;
+            } else if !run.take().is_none_or(|han| han.end(text, at, &keep, out)) {
+                return Pass::General;
             }
-        } else if class & stop != 0 {
+        }
+        if !keep.push(class, c, &bytes[at..at + width], out) {
             return Pass::General;
-        } else {
-            traditional |= class & script != 0;
-            if class & CharClass::LETTER != 0 {
-                // The character's own bytes: no encoding it again.
-                out.extend_from_slice(&bytes[at..at + width]);
-            }
         }
         at += width;
     }
-    if traditional {
-        Pass::Script
-    } else {
+    if run.is_none_or(|han| han.end(text, text.len(), &keep, out)) {
         Pass::Done
+    } else {
+        Pass::General
     }
 }
 
@@ -752,7 +814,8 @@ mod tests {
         let pieces = [
             "a", "Z", "9", " ", "-", "中文", "软件", "。", "「", "，", "ＡＢ", "ｚ", "\u{3000}",
             "\u{A0}", "…", "™", "²", "①", "ﬁ", "體", "回覆", "É", "é", "Σ", "ǅ", "\u{301}", "𠀀",
-            "𝒜", "<b>", "&amp;", "&#x4E2D;", "ß", "İ", "⾞",
+            "𝒜", "<b>", "&amp;", "&#x4E2D;", "ß", "İ", "⾞", "乾燥", "頭髮", "這個", "瞭解",
+            "沈默", "軟體", "檔", "後",
         ];
         let mut random = crate::rng::SplitMix64(13);
         for case in 0..4000 {

@@ -100,6 +100,14 @@ impl T2sTable {
     /// the Basic Multilingual Plane (the converter's to do).
     pub fn convert_run(&self, run: &str) -> Option<String> {
         let mut out = String::with_capacity(run.len());
+        self.convert_run_into(run, |piece| out.push_str(piece))?;
+        Some(out)
+    }
+
+    /// The conversion of a run of Han characters given piece by piece to `piece` (a character
+    /// as it is, or what a character or a phrase becomes), without building a string; `None`
+    /// at the first character outside the Basic Multilingual Plane, after the pieces before it.
+    pub fn convert_run_into(&self, run: &str, mut piece: impl FnMut(&str)) -> Option<()> {
         let mut rest = run;
         while let Some(c) = rest.chars().next() {
             let code = c as usize;
@@ -112,17 +120,18 @@ impl T2sTable {
                     .get(&c)
                     .and_then(|list| list.iter().find(|(key, _)| rest.starts_with(&**key)));
                 if let Some((key, value)) = matched {
-                    out.push_str(value);
+                    piece(value);
                     rest = &rest[key.len()..];
                     continue;
                 }
             }
+            let width = c.len_utf8();
             match self.single[code] {
-                0 => out.push(c),
-                index => out.push_str(&self.singles[usize::from(index) - 1]),
+                0 => piece(&rest[..width]),
+                index => piece(&self.singles[usize::from(index) - 1]),
             }
-            rest = &rest[c.len_utf8()..];
+            rest = &rest[width..];
         }
-        Some(out)
+        Some(())
     }
 }
