@@ -22,6 +22,7 @@ macro_rules! stages {
 }
 
 stages! {
+    IDS_HASHED = "00_ids_hashed.sql";
     IDS_INDEXED = "00_ids_indexed.sql";
     IDS_MISSING = "00_ids_missing.sql";
     IDS_REPEATED = "00_ids_repeated.sql";

@@ -12,6 +12,7 @@ pub mod clustering;
 pub mod config;
 pub mod counts;
 mod finish;
+mod ids;
 pub mod keep;
 pub mod matching;
 pub mod params;
@@ -155,14 +156,14 @@ async fn run_stages(
     clock: &mut Stopwatch,
 ) -> Result<PlanReport> {
     let bindings = params.bindings();
-    let ids = source::check_ids(ctx, corpus, &bindings, batch, &config.id_column);
+    let on_cluster = config.console.cluster.is_some();
+    let ids = source::check_ids(ctx, corpus, &bindings, batch, &config.id_column, on_cluster);
     clock.time("check ids", ids).await?;
     match &config.source {
         Source::Texts { .. } => {
             // The count of documents signed lives in the process that signs them.
             let show = !config.console.quiet && config.console.cluster.is_none();
             let partitions = ctx.state().config().target_partitions();
-            let on_cluster = config.console.cluster.is_some();
             let split = source::split_scans(corpus, on_cluster, partitions);
             // The on-demand hand-off is this process's own operator, which a cluster's
             // executors do not have.

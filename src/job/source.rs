@@ -17,6 +17,7 @@ use crate::error::{Error, QueryContext, Result};
 use crate::index::batch::IndexedBatch;
 use crate::input::Corpus;
 use crate::job::config::{JobConfig, Source};
+use crate::job::ids;
 use crate::job::params::SourceParams;
 use crate::storage::Place;
 use crate::text::Featurizer;
@@ -272,12 +273,32 @@ pub fn split_scans(corpus: &Corpus, on_cluster: bool, threads: usize) -> Option<
 }
 
 /// Stage 0: ids must be present and unique (pairs, groups and dedup refer to documents by id),
-/// and not in the index the batch is matched against, if any.
+/// and not in the index the batch is matched against, if any. In this process one scan of
+/// hashes clears the common case (`crate::job::ids`); the queries that name the bad ids run
+/// where it cannot, and always on a cluster.
 pub async fn check_ids(
     ctx: &SessionContext,
     corpus: &Corpus,
     bindings: &Bindings,
     batch: Option<&IndexedBatch>,
+    id_column: &str,
+    on_cluster: bool,
+) -> Result<()> {
+    let clean = !on_cluster && ids::look(ctx, bindings, corpus.rows).await? == ids::Look::Clean;
+    if !clean {
+        name_bad_ids(ctx, corpus, bindings, id_column).await?;
+    }
+    match batch {
+        Some(batch) => batch.check_new_ids(ctx, bindings).await,
+        None => Ok(()),
+    }
+}
+
+/// The error for the first NULL ids or the most repeated ids, if there are any.
+async fn name_bad_ids(
+    ctx: &SessionContext,
+    corpus: &Corpus,
+    bindings: &Bindings,
     id_column: &str,
 ) -> Result<()> {
     let missing = query_stage(ctx, &stages::IDS_MISSING, bindings).await?;
@@ -299,10 +320,7 @@ pub async fn check_ids(
             crate::engine::sql::pretty(&repeated)?
         )));
     }
-    match batch {
-        Some(batch) => batch.check_new_ids(ctx, bindings).await,
-        None => Ok(()),
-    }
+    Ok(())
 }
 
 /// Reads every input file completely, the way the stages read it, and returns the first that
