@@ -6,16 +6,9 @@
 -- those of a fingerprint several documents share can pair at distance 0 (stage 4) or form a
 -- group without a fingerprint pair (stage 5), so those stages join the few, not the corpus.
 --
--- `documents` is what stages 4 and 5 read: every document with its batch (${batch}: 0 for a run
--- on its own, 1 for the first batch of an index), its place in input order and whether it is
--- new in this run (always here; against an index with batches,
--- sql/02_fingerprints_index.sql adds the indexed documents, which are not), and the value
--- `--keep` compares (`keep_key`, see sql/05_groups.sql).
-
-CREATE VIEW documents AS
-SELECT id, simhash, CAST(${batch} AS BIGINT) AS batch, input_order, true AS fresh, sketch,
-       ${keep_key} AS keep_key
-FROM signatures;
+-- A cluster groups them here. In this process src/job/fingerprint_counts.rs counts them by
+-- sorting the fingerprints (sql/02_fingerprint_values.sql) and writes the same table
+-- (sql/02_fingerprints_counted.sql); this grouping is what it falls back on.
 
 COPY (
     -- Every fingerprint here is this run's (`fresh`); sql/02_fingerprints_index.sql marks which.

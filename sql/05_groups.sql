@@ -17,7 +17,7 @@
 -- one that comes first in input order (the original system kept the earliest document); ties,
 -- and members with no value for the rule, go by input order. `keep_key` is the value the rule
 -- compares (the text's length, or the input column signatures carries as keep_value; see
--- `documents` in sql/02_fingerprints.sql), and
+-- `documents` in sql/02_documents.sql), and
 -- ${representative_order} picks the representative's input order with it. Groups are numbered
 -- 1, 2, ... in the input order of their representatives, so the same input always gives the
 -- same group ids.

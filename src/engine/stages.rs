@@ -29,7 +29,10 @@ stages! {
     INDEX_GROUPS = "00_index_groups.sql";
     SIGNATURES = "01_signatures.sql";
     SIGNATURES_GIVEN = "01_signatures_given.sql";
+    DOCUMENTS = "02_documents.sql";
+    FINGERPRINT_VALUES = "02_fingerprint_values.sql";
     FINGERPRINTS = "02_fingerprints.sql";
+    FINGERPRINTS_COUNTED = "02_fingerprints_counted.sql";
     FINGERPRINTS_INDEX = "02_fingerprints_index.sql";
     CANDIDATES_INDEX = "03_candidates_index.sql";
     CANDIDATES_INDEX_JOIN = "03_candidates_index_join.sql";

@@ -14,6 +14,7 @@ use crate::index::batch::IndexedBatch;
 use crate::job::choices::Matching;
 use crate::job::clustering;
 use crate::job::config::{JobConfig, PlanChoice};
+use crate::job::fingerprint_counts;
 use crate::job::params::{Pass, SourceParams, StageParams};
 use crate::job::stopwatch::Stopwatch;
 use crate::job::summary::PlanReport;
@@ -79,9 +80,15 @@ pub async fn run_matching(
 ) -> Result<PlanReport> {
     let (fingerprints, candidates, groups) = against.stages(config.matching);
     let bindings = params.bindings();
-    clock
-        .time("fingerprints", run_stage(ctx, &fingerprints, &bindings))
-        .await?;
+    let on_cluster = config.console.cluster.is_some();
+    let distinct = async {
+        if fingerprints.name == stages::FINGERPRINTS.name {
+            fingerprint_counts::write(ctx, &bindings, on_cluster).await
+        } else {
+            run_stage(ctx, &fingerprints, &bindings).await
+        }
+    };
+    clock.time("fingerprints", distinct).await?;
     let report = clock
         .time(
             "plan",

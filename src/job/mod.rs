@@ -11,6 +11,7 @@ pub mod choices;
 pub mod clustering;
 pub mod config;
 pub mod counts;
+mod fingerprint_counts;
 mod finish;
 mod ids;
 pub mod keep;
