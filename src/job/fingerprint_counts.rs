@@ -1,23 +1,23 @@
 //! Stage 2 in this process: the distinct fingerprints and how many documents have each, counted
-//! by sorting every document's fingerprint (sql/02_fingerprint_values.sql) and written by
-//! sql/02_fingerprints_counted.sql: the same table as sql/02_fingerprints.sql's grouping, which
-//! a cluster runs, and which runs here too for 128-bit fingerprints or when the memory pool
-//! refuses the sorted values. The grouping took 0.26-0.29 s of 4M fingerprints' `match` and
-//! held a hash table of every fingerprint (4.2 GiB at 100M); the values are 8 bytes each.
+//! by sorting every document's fingerprint (sql/02_fingerprint_values.sql,
+//! `crate::job::value_buckets`) and written by sql/02_fingerprints_counted.sql: the same table
+//! as sql/02_fingerprints.sql's grouping, which a cluster runs, and which runs here too for
+//! 128-bit fingerprints or when the memory pool refuses the values. The grouping took
+//! 0.31 s of 4M fingerprints' `match` and held a hash table of every fingerprint (4.2 GiB at
+//! 100M); the values are 8 bytes each.
 
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, AsArray, Int64Array, RecordBatch, UInt64Array};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, UInt64Type};
 use datafusion::catalog::MemTable;
-use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
+use datafusion::error::Result as DataFusionResult;
 use datafusion::prelude::SessionContext;
-use futures::StreamExt;
-use tokio::task::JoinSet;
 
 use crate::engine::sql::{Bindings, run_stage, stage_frame};
 use crate::engine::stages;
-use crate::error::{Error, QueryContext, Result};
+use crate::error::{QueryContext, Result};
+use crate::job::value_buckets;
 
 /// The table sql/02_fingerprints_counted.sql reads.
 const TABLE: &str = "fingerprint_counts";
@@ -28,128 +28,60 @@ const BATCH_ROWS: usize = 1 << 20;
 /// Writes `documents` and `fingerprints` for a run without an index, or the first batch of one.
 pub async fn write(ctx: &SessionContext, bindings: &Bindings, on_cluster: bool) -> Result<()> {
     run_stage(ctx, &stages::DOCUMENTS, bindings).await?;
-    let reservation =
-        MemoryConsumer::new("fingerprint counts").register(&ctx.runtime_env().memory_pool);
-    let buckets = if on_cluster {
-        None
+    let values = stage_frame(ctx, &stages::FINGERPRINT_VALUES, bindings).await?;
+    let sortable = !on_cluster && values.schema().field(0).data_type() == &DataType::UInt64;
+    let name = stages::FINGERPRINT_VALUES.name;
+    let gathered = if sortable {
+        value_buckets::gather(ctx, values, name, "fingerprint counts", fingerprints).await?
     } else {
-        value_buckets(ctx, bindings, &reservation).await?
+        None
     };
-    let Some(buckets) = buckets else {
+    // 128-bit fingerprints, a cluster, or no room for the values: the grouping, which spills.
+    let Some(gathered) = gathered else {
         return run_stage(ctx, &stages::FINGERPRINTS, bindings).await;
     };
     let what = || stages::FINGERPRINTS_COUNTED.name.to_string();
-    let (table, bytes) = counts_table(buckets).await.context(what)?;
-    reservation.resize(bytes);
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("simhash", DataType::UInt64, false),
+        Field::new("document_count", DataType::Int64, false),
+    ]));
+    let counted = {
+        let schema = Arc::clone(&schema);
+        move |sorted: &[u64]| counted_batches(sorted, &schema)
+    };
+    let partitions = value_buckets::sort_each(gathered.buckets, counted)
+        .await
+        .context(what)?;
+    let rows: usize = partitions.iter().flatten().map(RecordBatch::num_rows).sum();
+    gathered
+        .reservation
+        .resize(rows * (size_of::<u64>() + size_of::<i64>()));
+    let table = MemTable::try_new(schema, partitions).context(what)?;
     ctx.register_table(TABLE, Arc::new(table)).context(what)?;
     let written = run_stage(ctx, &stages::FINGERPRINTS_COUNTED, bindings).await;
     ctx.deregister_table(TABLE).context(what)?;
     written
 }
 
-/// Every 64-bit fingerprint, in one bucket per partition of the session by its top bits: equal
-/// fingerprints share a bucket, so each is sorted and counted on a core of its own, and
-/// written by a writer of its own. `None` for 128-bit fingerprints or when the pool refuses
-/// their memory (the grouping, which can spill, runs instead).
-async fn value_buckets(
-    ctx: &SessionContext,
-    bindings: &Bindings,
-    reservation: &MemoryReservation,
-) -> Result<Option<Vec<Vec<u64>>>> {
-    let what = || stages::FINGERPRINT_VALUES.name.to_string();
-    let count = ctx.copied_config().target_partitions().max(1);
-    let frame = stage_frame(ctx, &stages::FINGERPRINT_VALUES, bindings).await?;
-    if frame.schema().field(0).data_type() != &DataType::UInt64 {
-        return Ok(None);
+/// A batch's fingerprints into `values` (the query leaves NULLs out).
+fn fingerprints(batch: &RecordBatch, values: &mut Vec<u64>) -> DataFusionResult<bool> {
+    let column = batch.column(0).as_primitive::<UInt64Type>();
+    if column.null_count() == 0 {
+        values.extend_from_slice(column.values());
+    } else {
+        values.extend(column.iter().flatten());
     }
-    let streams = frame.execute_stream_partitioned().await.context(what)?;
-    let mut partitions = JoinSet::new();
-    for mut stream in streams {
-        let reservation = reservation.new_empty();
-        partitions.spawn(async move {
-            let mut buckets: Vec<Vec<u64>> = vec![Vec::new(); count];
-            while let Some(batch) = stream.next().await {
-                let batch = batch?;
-                let column = batch.column(0).as_primitive::<UInt64Type>();
-                let bytes = column.len() * size_of::<u64>();
-                if reservation.try_grow(bytes).is_err() {
-                    return Ok(None);
-                }
-                for value in column.iter().flatten() {
-                    buckets[bucket_of(value, count)].push(value);
-                }
-            }
-            Ok::<_, datafusion::error::DataFusionError>(Some((buckets, reservation)))
-        });
-    }
-    let mut all: Vec<Vec<u64>> = vec![Vec::new(); count];
-    let mut held = Vec::new();
-    while let Some(done) = partitions.join_next().await {
-        let done = done.map_err(|e| Error::Internal(format!("{}: {e}", what())))?;
-        let Some((buckets, partition_reservation)) = done.context(what)? else {
-            return Ok(None);
-        };
-        for (bucket, mut values) in all.iter_mut().zip(buckets) {
-            bucket.append(&mut values);
-        }
-        held.push(partition_reservation);
-    }
-    let total: usize = all.iter().map(Vec::len).sum();
-    reservation.resize(total * size_of::<u64>());
-    drop(held);
-    Ok(Some(all))
+    Ok(true)
 }
 
-/// The bucket of `value` among `count`: by its top bits, a multiply and a shift.
-fn bucket_of(value: u64, count: usize) -> usize {
-    ((u128::from(value) * count as u128) >> 64) as usize
-}
-
-/// Each distinct fingerprint of `buckets` with how many times it occurs, as `TABLE` (a
-/// partition per bucket, each sorted on a blocking thread of its own), and the bytes its
-/// columns hold.
-async fn counts_table(buckets: Vec<Vec<u64>>) -> datafusion::error::Result<(MemTable, usize)> {
-    let schema = Arc::new(Schema::new(vec![
-        Field::new("simhash", DataType::UInt64, false),
-        Field::new("document_count", DataType::Int64, false),
-    ]));
-    let mut sorting = JoinSet::new();
-    for (index, mut bucket) in buckets.into_iter().enumerate() {
-        let schema = Arc::clone(&schema);
-        sorting.spawn_blocking(move || {
-            bucket.sort_unstable();
-            counted_batches(&bucket, &schema).map(|counted| (index, counted))
-        });
-    }
-    let mut partitions = Vec::new();
-    let mut rows = 0;
-    while let Some(done) = sorting.join_next().await {
-        let done = done.map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?;
-        let (index, (batches, distinct)) = done?;
-        rows += distinct;
-        partitions.push((index, batches));
-    }
-    partitions.sort_by_key(|(index, _)| *index);
-    let partitions = partitions.into_iter().map(|(_, batches)| batches).collect();
-    let bytes = rows * (size_of::<u64>() + size_of::<i64>());
-    Ok((MemTable::try_new(schema, partitions)?, bytes))
-}
-
-/// Each distinct value of sorted `values` with how often it occurs, in batches of `schema`, and
-/// how many distinct values there are.
-fn counted_batches(
-    values: &[u64],
-    schema: &Arc<Schema>,
-) -> datafusion::error::Result<(Vec<RecordBatch>, usize)> {
+/// Each distinct value of sorted `values` with how often it occurs, in batches of `schema`.
+fn counted_batches(values: &[u64], schema: &Arc<Schema>) -> DataFusionResult<Vec<RecordBatch>> {
     let mut batches = Vec::new();
-    let mut rows = 0;
     let mut fingerprints: Vec<u64> = Vec::new();
     let mut counts: Vec<i64> = Vec::new();
-    let runs = values.chunk_by(|a, b| a == b);
-    for (at, run) in runs.enumerate() {
+    for run in values.chunk_by(|a, b| a == b) {
         fingerprints.push(run[0]);
         counts.push(i64::try_from(run.len()).unwrap_or(i64::MAX));
-        rows = at + 1;
         if fingerprints.len() == BATCH_ROWS {
             batches.push(batch(schema, &mut fingerprints, &mut counts)?);
         }
@@ -157,7 +89,7 @@ fn counted_batches(
     if !fingerprints.is_empty() {
         batches.push(batch(schema, &mut fingerprints, &mut counts)?);
     }
-    Ok((batches, rows))
+    Ok(batches)
 }
 
 /// A batch of `TABLE` taking the fingerprints and counts gathered so far.
@@ -165,7 +97,7 @@ fn batch(
     schema: &Arc<Schema>,
     fingerprints: &mut Vec<u64>,
     counts: &mut Vec<i64>,
-) -> datafusion::error::Result<RecordBatch> {
+) -> DataFusionResult<RecordBatch> {
     let columns: Vec<Arc<dyn Array>> = vec![
         Arc::new(UInt64Array::from(std::mem::take(fingerprints))),
         Arc::new(Int64Array::from(std::mem::take(counts))),
@@ -248,7 +180,7 @@ mod tests {
     }
 
     /// `fingerprints`, sorted: (simhash, document_count, fresh).
-    async fn fingerprints(ctx: &SessionContext) -> Vec<(u64, i64, bool)> {
+    async fn fingerprints_table(ctx: &SessionContext) -> Vec<(u64, i64, bool)> {
         let batches = ctx
             .sql("SELECT simhash, document_count, fresh FROM fingerprints")
             .await
@@ -287,7 +219,7 @@ mod tests {
             let place = Place::Local(dir.path().join(name));
             let (ctx, bindings) = session(simhashes, None, &place);
             write(&ctx, &bindings, on_cluster).await.unwrap();
-            tables.push(fingerprints(&ctx).await);
+            tables.push(fingerprints_table(&ctx).await);
         }
         let grouped = tables.pop().unwrap();
         (tables.pop().unwrap(), grouped)
@@ -316,20 +248,15 @@ mod tests {
 
     #[tokio::test]
     async fn without_memory_for_the_values_the_grouping_runs() {
+        // 16 bytes cannot hold three fingerprints: `gather` gives up and the grouping, which
+        // cannot run in 16 bytes either, names its stage. A MiB holds them.
         let dir = tempfile::tempdir().unwrap();
         let place = Place::Local(dir.path().to_path_buf());
-        let values = [Some(7), Some(3), None, Some(7)];
-        for (pool, expected) in [(16, None), (1 << 20, Some(vec![3, 7, 7]))] {
-            let (ctx, bindings) = session(&values, Some(pool), &place);
-            let consumer = MemoryConsumer::new("test");
-            let reservation = consumer.register(&ctx.runtime_env().memory_pool);
-            let buckets = value_buckets(&ctx, &bindings, &reservation).await.unwrap();
-            let values = buckets.map(|buckets| {
-                let mut values: Vec<u64> = buckets.concat();
-                values.sort_unstable();
-                values
-            });
-            assert_eq!(values, expected, "a pool of {pool} bytes");
-        }
+        let (ctx, bindings) = session(&[Some(7), Some(3), None, Some(7)], Some(16), &place);
+        let e = write(&ctx, &bindings, false).await.unwrap_err().to_string();
+        assert!(e.contains(stages::FINGERPRINTS.name), "{e}");
+        let (ctx, bindings) = session(&[Some(7), Some(3), None, Some(7)], Some(1 << 20), &place);
+        write(&ctx, &bindings, false).await.unwrap();
+        assert_eq!(fingerprints_table(&ctx).await, [(3, 1, true), (7, 2, true)]);
     }
 }

@@ -20,6 +20,7 @@ pub mod params;
 pub mod source;
 pub mod stopwatch;
 pub mod summary;
+mod value_buckets;
 mod verify;
 
 use datafusion::common::config::ConfigNonZeroUsize;

@@ -284,7 +284,7 @@ pub async fn check_ids(
     id_column: &str,
     on_cluster: bool,
 ) -> Result<()> {
-    let clean = !on_cluster && ids::look(ctx, bindings, corpus.rows).await? == ids::Look::Clean;
+    let clean = !on_cluster && ids::look(ctx, bindings).await? == ids::Look::Clean;
     if !clean {
         name_bad_ids(ctx, corpus, bindings, id_column).await?;
     }
