@@ -47,7 +47,8 @@ pub async fn look(ctx: &SessionContext, bindings: &Bindings) -> Result<Look> {
 /// Each id's 64-bit hash into `hashes`; false at a NULL id.
 fn hash_ids(batch: &RecordBatch, hashes: &mut Vec<u64>) -> DataFusionResult<bool> {
     let ids = batch.column(0);
-    if ids.null_count() > 0 {
+    // Logical: a column of the Null type has no null buffer, and every row is NULL.
+    if ids.logical_null_count() > 0 {
         return Ok(false);
     }
     let start = hashes.len();
@@ -60,7 +61,7 @@ fn hash_ids(batch: &RecordBatch, hashes: &mut Vec<u64>) -> DataFusionResult<bool
 mod tests {
     use std::sync::Arc;
 
-    use datafusion::arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray};
+    use datafusion::arrow::array::{ArrayRef, Int64Array, NullArray, RecordBatch, StringArray};
     use datafusion::arrow::datatypes::{DataType, Field, Schema};
     use datafusion::catalog::MemTable;
     use datafusion::execution::memory_pool::GreedyMemoryPool;
@@ -121,6 +122,9 @@ mod tests {
             let shown = format!("{partitions:?}");
             assert_eq!(look_at(utf8(), partitions).await, expected, "{shown}");
         }
+        // One row of an id column of the Null type: NULL, though the array has no null buffer.
+        let nulls: ArrayRef = Arc::new(NullArray::new(1));
+        assert_eq!(look_at(DataType::Null, vec![nulls]).await, Look::Unsure);
     }
 
     #[tokio::test]
