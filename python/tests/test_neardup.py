@@ -270,7 +270,10 @@ def test_ctrl_c_stops_the_job_and_leaves_nothing_behind(tmp_path):
     pq.write_table(pa.table({"id": list(range(len(texts))), "text": texts}), corpus,
                    row_group_size=10_000)
     out = tmp_path / "out"
-    script = (f"import neardup; neardup.run(input={str(corpus)!r}, output={str(out)!r}, "
+    # Python leaves SIGINT ignored when it starts with it ignored (a job a non-interactive shell
+    # put in the background): the child sets Python's own handler, whoever started the tests.
+    script = ("import signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+              f"import neardup; neardup.run(input={str(corpus)!r}, output={str(out)!r}, "
               f"quiet=True)")
     job = subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
