@@ -45,26 +45,30 @@ impl Against {
         }
     }
 
-    /// The stages for fingerprints, candidates and groups. Against an index with batches only
-    /// pairs with a fresh fingerprint are looked for; the first batch of an index is matched
-    /// like a run.
-    fn stages(self, matching: Matching) -> (Stage, Stage, Stage) {
+    /// The stages for candidates and groups. Against an index with batches only pairs with a
+    /// fresh fingerprint are looked for; the first batch of an index is matched like a run.
+    fn stages(self, matching: Matching) -> (Stage, Stage) {
         match self {
-            Against::Nothing => (
-                stages::FINGERPRINTS,
-                matching.candidates_stage(),
-                stages::GROUPS,
-            ),
-            Against::EmptyIndex => (
-                stages::FINGERPRINTS,
-                matching.candidates_stage(),
-                stages::GROUPS_INDEX,
-            ),
-            Against::Index => (
-                stages::FINGERPRINTS_INDEX,
-                matching.candidates_index_stage(),
-                stages::GROUPS_INDEX,
-            ),
+            Against::Nothing => (matching.candidates_stage(), stages::GROUPS),
+            Against::EmptyIndex => (matching.candidates_stage(), stages::GROUPS_INDEX),
+            Against::Index => (matching.candidates_index_stage(), stages::GROUPS_INDEX),
+        }
+    }
+
+    /// Stage 2: the documents and their distinct fingerprints, with the indexed ones against
+    /// an index with batches (sql/02_fingerprints_index.sql), else this run's alone
+    /// (`fingerprint_counts`).
+    async fn write_fingerprints(
+        self,
+        ctx: &SessionContext,
+        bindings: &Bindings,
+        on_cluster: bool,
+    ) -> Result<()> {
+        match self {
+            Against::Index => run_stage(ctx, &stages::FINGERPRINTS_INDEX, bindings).await,
+            Against::Nothing | Against::EmptyIndex => {
+                fingerprint_counts::write(ctx, bindings, on_cluster).await
+            }
         }
     }
 }
@@ -78,16 +82,10 @@ pub async fn run_matching(
     against: Against,
     clock: &mut Stopwatch,
 ) -> Result<PlanReport> {
-    let (fingerprints, candidates, groups) = against.stages(config.matching);
+    let (candidates, groups) = against.stages(config.matching);
     let bindings = params.bindings();
     let on_cluster = config.console.cluster.is_some();
-    let distinct = async {
-        if fingerprints.name == stages::FINGERPRINTS.name {
-            fingerprint_counts::write(ctx, &bindings, on_cluster).await
-        } else {
-            run_stage(ctx, &fingerprints, &bindings).await
-        }
-    };
+    let distinct = against.write_fingerprints(ctx, &bindings, on_cluster);
     clock.time("fingerprints", distinct).await?;
     let report = clock
         .time(
