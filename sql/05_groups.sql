@@ -1,5 +1,10 @@
 -- Stage 5: duplicate groups.
 --
+-- In this process, for a run without an index and the default `--keep first`,
+-- src/job/numbered_groups.rs writes the same table by sorting the members
+-- (sql/05_group_members.sql, sql/05_groups_numbered.sql); this file runs on a cluster, for the
+-- other rules, for 128-bit fingerprints, and when the memory pool refuses the members.
+--
 -- Reads `fingerprint_components` (simhash, component): the connected components of the
 -- fingerprint pairs, each labelled by its smallest fingerprint. Union-find registers it (the
 -- default, in this process: src/job/clustering/union_find.rs, the one step that is not a

@@ -56,8 +56,10 @@ stages! {
     COMPONENTS_SETTLED = "05_components_settled.sql";
     COMPONENTS_SMALL = "05_components_small.sql";
     COMPONENTS_START = "05_components_start.sql";
+    GROUP_MEMBERS = "05_group_members.sql";
     GROUPS = "05_groups.sql";
     GROUPS_INDEX = "05_groups_index.sql";
+    GROUPS_NUMBERED = "05_groups_numbered.sql";
     DEDUP = "06_dedup.sql";
     DEDUP_KEPT = "06_dedup_kept.sql";
     DEDUP_REMOVED = "06_dedup_removed.sql";

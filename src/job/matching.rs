@@ -15,6 +15,7 @@ use crate::job::choices::Matching;
 use crate::job::clustering;
 use crate::job::config::{JobConfig, PlanChoice};
 use crate::job::fingerprint_counts;
+use crate::job::numbered_groups;
 use crate::job::params::{Pass, SourceParams, StageParams};
 use crate::job::stopwatch::Stopwatch;
 use crate::job::summary::PlanReport;
@@ -142,9 +143,17 @@ pub async fn run_matching(
     let indexed = against != Against::Nothing;
     let components = clustering::components(ctx, config.clustering, params, indexed);
     clock.time("clustering", components).await?;
-    clock
-        .time("groups", run_stage(ctx, &groups, &bindings))
-        .await?;
+    let grouping = async {
+        match against {
+            Against::Nothing => {
+                let sortable =
+                    !on_cluster && config.keep.is_first() && config.width == Width::Bits64;
+                numbered_groups::write(ctx, &bindings, sortable).await
+            }
+            Against::EmptyIndex | Against::Index => run_stage(ctx, &groups, &bindings).await,
+        }
+    };
+    clock.time("groups", grouping).await?;
     Ok(report)
 }
 

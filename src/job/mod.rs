@@ -16,6 +16,7 @@ mod finish;
 mod ids;
 pub mod keep;
 pub mod matching;
+mod numbered_groups;
 pub mod params;
 pub mod source;
 pub mod stopwatch;
