@@ -7,6 +7,10 @@
 -- Written once, then read by the pairs (sql/04_pairs.sql, sql/04_pairs_star.sql) and the groups
 -- (sql/05_groups.sql) instead of `documents`: each of their joins looked every document up,
 -- and these are a fraction of them (18% of `generate-fingerprints`' rows, docs/SCALE.md).
+--
+-- In this process sql/04_paired_documents_filtered.sql writes the same table with the
+-- fingerprints held as a set (src/job/paired_documents.rs); this runs on a cluster and when
+-- the memory pool refuses the set.
 
 COPY (
     SELECT d.id, d.simhash, d.batch, d.input_order, d.fresh, d.keep_key

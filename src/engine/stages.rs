@@ -41,6 +41,8 @@ stages! {
     CANDIDATES_TABLE = "03_candidates_table.sql";
     PLAN_SAMPLE = "03_plan_sample.sql";
     PAIRED_DOCUMENTS = "04_paired_documents.sql";
+    PAIRED_DOCUMENTS_FILTERED = "04_paired_documents_filtered.sql";
+    PAIRED_FINGERPRINTS = "04_paired_fingerprints.sql";
     PAIRS = "04_pairs.sql";
     PAIRS_STAR = "04_pairs_star.sql";
     VERIFY = "04_verify.sql";

@@ -16,6 +16,7 @@ use crate::job::clustering;
 use crate::job::config::{JobConfig, PlanChoice};
 use crate::job::fingerprint_counts;
 use crate::job::numbered_groups;
+use crate::job::paired_documents;
 use crate::job::params::{Pass, SourceParams, StageParams};
 use crate::job::stopwatch::Stopwatch;
 use crate::job::summary::PlanReport;
@@ -136,7 +137,7 @@ pub async fn run_matching(
     };
     clock.time("verify", verification).await?;
     let pairs = async {
-        run_stage(ctx, &stages::PAIRED_DOCUMENTS, &bindings).await?;
+        paired_documents::write(ctx, &bindings, config.width, on_cluster).await?;
         run_stage(ctx, &config.pairs.stage(), &bindings).await
     };
     clock.time("pairs", pairs).await?;

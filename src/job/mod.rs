@@ -17,6 +17,7 @@ mod ids;
 pub mod keep;
 pub mod matching;
 mod numbered_groups;
+mod paired_documents;
 pub mod params;
 pub mod source;
 pub mod stopwatch;
