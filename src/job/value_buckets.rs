@@ -16,9 +16,12 @@ use tokio::task::JoinSet;
 
 use crate::error::{Error, QueryContext, Result};
 
-/// Buckets of values, with the pool's account of their memory.
+/// Buckets of values, with the pool's account of their memory. Each bucket is in parts, a part
+/// per partition of the query: `sort_each` puts a bucket's parts together on the thread that
+/// sorts it, where putting them together as the partitions finished copied every value on one
+/// core.
 pub struct Buckets {
-    pub buckets: Vec<Vec<u64>>,
+    pub buckets: Vec<Vec<Vec<u64>>>,
     pub reservation: MemoryReservation,
 }
 
@@ -61,19 +64,19 @@ pub async fn gather(
             Ok::<_, DataFusionError>(Some((buckets, reservation)))
         });
     }
-    let mut all: Vec<Vec<u64>> = vec![Vec::new(); count];
+    let mut all: Vec<Vec<Vec<u64>>> = vec![Vec::new(); count];
     let mut held = Vec::new();
     while let Some(done) = partitions.join_next().await {
         let done = done.map_err(|e| Error::Internal(format!("{}: {e}", what())))?;
         let Some((buckets, partition_reservation)) = done.context(what)? else {
             return Ok(None);
         };
-        for (bucket, mut values) in all.iter_mut().zip(buckets) {
-            bucket.append(&mut values);
+        for (bucket, part) in all.iter_mut().zip(buckets) {
+            bucket.push(part);
         }
         held.push(partition_reservation);
     }
-    let total: usize = all.iter().map(Vec::len).sum();
+    let total: usize = all.iter().flatten().map(Vec::len).sum();
     reservation.resize(total * size_of::<u64>());
     drop(held);
     Ok(Some(Buckets {
@@ -87,17 +90,22 @@ fn bucket_of(value: u64, count: usize) -> usize {
     ((u128::from(value) * count as u128) >> 64) as usize
 }
 
-/// Sorts each bucket on a blocking thread of its own and gives it to `then` there; the
-/// results in the buckets' order.
+/// Puts each bucket's parts together and sorts them on a blocking thread of its own, and gives
+/// the bucket to `then` there; the results in the buckets' order.
 pub async fn sort_each<T: Send + 'static>(
-    buckets: Vec<Vec<u64>>,
+    buckets: Vec<Vec<Vec<u64>>>,
     then: impl Fn(&[u64]) -> DataFusionResult<T> + Send + Sync + 'static,
 ) -> DataFusionResult<Vec<T>> {
     let then = Arc::new(then);
     let mut sorting = JoinSet::new();
-    for (index, mut bucket) in buckets.into_iter().enumerate() {
+    for (index, parts) in buckets.into_iter().enumerate() {
         let then = Arc::clone(&then);
         sorting.spawn_blocking(move || {
+            // One part is the bucket as it is, without a copy.
+            let mut bucket = match parts.len() {
+                1 => parts.into_iter().next().unwrap_or_default(),
+                _ => parts.concat(),
+            };
             bucket.sort_unstable();
             then(&bucket).map(|result| (index, result))
         });
@@ -134,7 +142,12 @@ mod tests {
 
     #[tokio::test]
     async fn each_bucket_is_sorted_and_kept_in_order() {
-        let buckets = vec![vec![3, 1, 2], vec![], vec![9, 7]];
+        // A bucket's parts (one per partition) are put together.
+        let buckets = vec![
+            vec![vec![3, 1], vec![2]],
+            vec![],
+            vec![vec![9], vec![], vec![7]],
+        ];
         let sorted = sort_each(buckets, |bucket| Ok(bucket.to_vec()))
             .await
             .unwrap();
