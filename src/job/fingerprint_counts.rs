@@ -108,12 +108,10 @@ fn batch(
 #[cfg(test)]
 mod tests {
     use datafusion::arrow::array::{BooleanArray, FixedSizeBinaryArray, StringArray};
-    use datafusion::execution::memory_pool::GreedyMemoryPool;
-    use datafusion::execution::runtime_env::RuntimeEnvBuilder;
-    use datafusion::prelude::SessionConfig;
 
     use super::*;
-    use crate::engine::sql::{folder_literal, quote_literal};
+    use crate::engine::sql::folder_literal;
+    use crate::job::test_session;
     use crate::rng::SplitMix64;
     use crate::storage::Place;
 
@@ -123,17 +121,7 @@ mod tests {
         pool: Option<usize>,
         dir: &Place,
     ) -> (SessionContext, Bindings) {
-        let config = SessionConfig::new().with_target_partitions(2);
-        let ctx = match pool {
-            Some(bytes) => {
-                let runtime = RuntimeEnvBuilder::new()
-                    .with_memory_pool(Arc::new(GreedyMemoryPool::new(bytes)))
-                    .build_arc()
-                    .unwrap();
-                SessionContext::new_with_config_rt(config, runtime)
-            }
-            None => SessionContext::new_with_config(config),
-        };
+        let ctx = test_session::context(pool);
         let schema = Arc::new(Schema::new(vec![
             Field::new("id", DataType::Utf8, false),
             Field::new("simhash", DataType::UInt64, true),
@@ -168,14 +156,7 @@ mod tests {
                 "fingerprints_dir",
                 folder_literal(&dir.join("fingerprints")),
             )
-            .set(
-                "work_table_options",
-                format!(
-                    "OPTIONS ({} {})",
-                    quote_literal("format.compression"),
-                    quote_literal("lz4_raw")
-                ),
-            );
+            .set("work_table_options", test_session::work_table_options());
         (ctx, bindings)
     }
 

@@ -22,6 +22,8 @@ pub mod params;
 pub mod source;
 pub mod stopwatch;
 pub mod summary;
+#[cfg(test)]
+mod test_session;
 mod value_buckets;
 mod verify;
 

@@ -225,14 +225,11 @@ fn split(all: &RecordBatch, partitions: usize) -> Vec<Vec<RecordBatch>> {
 #[cfg(test)]
 mod tests {
     use datafusion::arrow::array::{BooleanArray, StringArray};
-    use datafusion::arrow::util::pretty::pretty_format_batches;
-    use datafusion::execution::memory_pool::GreedyMemoryPool;
-    use datafusion::execution::runtime_env::RuntimeEnvBuilder;
-    use datafusion::prelude::SessionConfig;
 
     use super::*;
-    use crate::engine::sql::{folder_literal, quote_literal};
+    use crate::engine::sql::folder_literal;
     use crate::job::clustering::union_find::connected_components;
+    use crate::job::test_session;
     use crate::rng::SplitMix64;
     use crate::storage::Place;
 
@@ -248,17 +245,7 @@ mod tests {
         pool: Option<usize>,
         dir: &Place,
     ) -> (SessionContext, Bindings) {
-        let config = SessionConfig::new().with_target_partitions(2);
-        let ctx = match pool {
-            Some(bytes) => {
-                let runtime = RuntimeEnvBuilder::new()
-                    .with_memory_pool(Arc::new(GreedyMemoryPool::new(bytes)))
-                    .build_arc()
-                    .unwrap();
-                SessionContext::new_with_config_rt(config, runtime)
-            }
-            None => SessionContext::new_with_config(config),
-        };
+        let ctx = test_session::context(pool);
         for udf in crate::udf::functions() {
             ctx.register_udf(udf.as_ref().clone());
         }
@@ -327,26 +314,13 @@ mod tests {
             .set("groups_dir", folder_literal(&dir.join("groups")))
             .set("members_dir", folder_literal(&dir.join("members")))
             .set("representative_order", "min(input_order)")
-            .set(
-                "work_table_options",
-                format!(
-                    "OPTIONS ({} {})",
-                    quote_literal("format.compression"),
-                    quote_literal("lz4_raw")
-                ),
-            );
+            .set("work_table_options", test_session::work_table_options());
         (ctx, bindings)
     }
 
     /// `groups`' schema and its rows in a fixed order, as text.
     async fn groups_table(ctx: &SessionContext) -> (SchemaRef, String) {
-        let frame = ctx
-            .sql("SELECT * FROM groups ORDER BY group_id, id")
-            .await
-            .unwrap();
-        let schema = Arc::new(frame.schema().as_arrow().clone());
-        let batches = frame.collect().await.unwrap();
-        (schema, pretty_format_batches(&batches).unwrap().to_string())
+        test_session::table_text(ctx, "SELECT * FROM groups ORDER BY group_id, id").await
     }
 
     /// `groups` numbered by sorting, and by sql/05_groups.sql (what a cluster runs).

@@ -169,14 +169,11 @@ impl<F: FingerprintColumn + std::hash::Hash + Eq> ScalarUDFImpl for PairedFinger
 mod tests {
     use datafusion::arrow::array::{Int64Array, RecordBatch, StringArray, UInt64Array};
     use datafusion::arrow::datatypes::{Field, Schema, SchemaRef};
-    use datafusion::arrow::util::pretty::pretty_format_batches;
     use datafusion::catalog::MemTable;
-    use datafusion::execution::memory_pool::GreedyMemoryPool;
-    use datafusion::execution::runtime_env::RuntimeEnvBuilder;
-    use datafusion::prelude::SessionConfig;
 
     use super::*;
-    use crate::engine::sql::{folder_literal, quote_literal};
+    use crate::engine::sql::folder_literal;
+    use crate::job::test_session;
     use crate::rng::SplitMix64;
     use crate::storage::Place;
 
@@ -189,17 +186,7 @@ mod tests {
         pool: Option<usize>,
         dir: &Place,
     ) -> (SessionContext, Bindings) {
-        let config = SessionConfig::new().with_target_partitions(2);
-        let ctx = match pool {
-            Some(bytes) => {
-                let runtime = RuntimeEnvBuilder::new()
-                    .with_memory_pool(Arc::new(GreedyMemoryPool::new(bytes)))
-                    .build_arc()
-                    .unwrap();
-                SessionContext::new_with_config_rt(config, runtime)
-            }
-            None => SessionContext::new_with_config(config),
-        };
+        let ctx = test_session::context(pool);
         let register = |name: &str, fields: Vec<Field>, columns: Vec<ArrayRef>| {
             let schema: SchemaRef = Arc::new(Schema::new(fields));
             let all = RecordBatch::try_new(Arc::clone(&schema), columns).unwrap();
@@ -281,26 +268,14 @@ mod tests {
                 "paired_documents_dir",
                 folder_literal(&dir.join("paired_documents")),
             )
-            .set(
-                "work_table_options",
-                format!(
-                    "OPTIONS ({} {})",
-                    quote_literal("format.compression"),
-                    quote_literal("lz4_raw")
-                ),
-            );
+            .set("work_table_options", test_session::work_table_options());
         (ctx, bindings)
     }
 
     /// `paired_documents` as text, by input order, and its schema.
     async fn paired_table(ctx: &SessionContext) -> (SchemaRef, String) {
-        let frame = ctx
-            .sql("SELECT * FROM paired_documents ORDER BY input_order")
-            .await
-            .unwrap();
-        let schema = Arc::new(frame.schema().as_arrow().clone());
-        let batches = frame.collect().await.unwrap();
-        (schema, pretty_format_batches(&batches).unwrap().to_string())
+        let sql = "SELECT * FROM paired_documents ORDER BY input_order";
+        test_session::table_text(ctx, sql).await
     }
 
     /// `paired_documents` by the set, and by the join (what a cluster runs).
