@@ -76,8 +76,8 @@ fn session_config(console: &Console) -> SessionConfig {
     let options = config.options_mut();
     // One scan per file: where rows are numbered by their order in the scan (JSON Lines, CSV,
     // a cluster) that keeps `input_order` in file order, and the planner still spreads the rows
-    // over partitions before the UDF. The signature stage splits Parquet scans itself, where
-    // the reader numbers the rows (`crate::job::source::rows_numbered_by_file`).
+    // over partitions before the UDF. Where the reader numbers the rows, Parquet scans are
+    // split (`crate::job::source::register_corpus`; the signature stage splits its own).
     options.optimizer.repartition_file_scans = false;
     // Keep the input's string types in every output (`dedup` keeps the input columns as they are).
     options.execution.parquet.schema_force_view_types = false;

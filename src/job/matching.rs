@@ -47,13 +47,12 @@ impl Against {
         }
     }
 
-    /// The stages for candidates and groups. Against an index with batches only pairs with a
-    /// fresh fingerprint are looked for; the first batch of an index is matched like a run.
-    fn stages(self, matching: Matching) -> (Stage, Stage) {
+    /// The stage for candidates. Against an index with batches only pairs with a fresh
+    /// fingerprint are looked for; the first batch of an index is matched like a run.
+    fn candidates_stage(self, matching: Matching) -> Stage {
         match self {
-            Against::Nothing => (matching.candidates_stage(), stages::GROUPS),
-            Against::EmptyIndex => (matching.candidates_stage(), stages::GROUPS_INDEX),
-            Against::Index => (matching.candidates_index_stage(), stages::GROUPS_INDEX),
+            Against::Nothing | Against::EmptyIndex => matching.candidates_stage(),
+            Against::Index => matching.candidates_index_stage(),
         }
     }
 
@@ -73,6 +72,28 @@ impl Against {
             }
         }
     }
+
+    /// Stage 5: `groups`. A run on its own numbers them by sorting where it can
+    /// (`numbered_groups`); a batch of an index keeps the index's group ids
+    /// (sql/05_groups_index.sql).
+    async fn write_groups(
+        self,
+        ctx: &SessionContext,
+        bindings: &Bindings,
+        config: &JobConfig,
+    ) -> Result<()> {
+        match self {
+            Against::Nothing => {
+                let sortable = config.console.cluster.is_none()
+                    && config.keep.is_first()
+                    && config.width == Width::Bits64;
+                numbered_groups::write(ctx, bindings, sortable).await
+            }
+            Against::EmptyIndex | Against::Index => {
+                run_stage(ctx, &stages::GROUPS_INDEX, bindings).await
+            }
+        }
+    }
 }
 
 /// Stages 2 to 5: fingerprints, the band plan, candidates (in passes), pairs, clustering,
@@ -84,7 +105,7 @@ pub async fn run_matching(
     against: Against,
     clock: &mut Stopwatch,
 ) -> Result<PlanReport> {
-    let (candidates, groups) = against.stages(config.matching);
+    let candidates = against.candidates_stage(config.matching);
     let bindings = params.bindings();
     let on_cluster = config.console.cluster.is_some();
     let distinct = against.write_fingerprints(ctx, &bindings, on_cluster);
@@ -128,7 +149,6 @@ pub async fn run_matching(
     // Fingerprints given and no index: no document has a sketch to verify with.
     let sketches =
         matches!(params.source, SourceParams::Texts { .. }) || against != Against::Nothing;
-    let on_cluster = config.console.cluster.is_some();
     let verification = async {
         match sketches {
             true => verify::verify(ctx, &bindings, config.width, on_cluster).await,
@@ -144,16 +164,7 @@ pub async fn run_matching(
     let indexed = against != Against::Nothing;
     let components = clustering::components(ctx, config.clustering, params, indexed);
     clock.time("clustering", components).await?;
-    let grouping = async {
-        match against {
-            Against::Nothing => {
-                let sortable =
-                    !on_cluster && config.keep.is_first() && config.width == Width::Bits64;
-                numbered_groups::write(ctx, &bindings, sortable).await
-            }
-            Against::EmptyIndex | Against::Index => run_stage(ctx, &groups, &bindings).await,
-        }
-    };
+    let grouping = against.write_groups(ctx, &bindings, config);
     clock.time("groups", grouping).await?;
     Ok(report)
 }

@@ -116,18 +116,6 @@ pub async fn run(config: &JobConfig) -> Result<Summary> {
     let work = async {
         let on_cluster = config.console.cluster.is_some();
         source::register_corpus(&ctx, &corpus, on_cluster).await?;
-        if source::rows_numbered_by_file(&corpus, on_cluster) {
-            // The reader numbers the rows, so a file's scan can be split over the cores
-            // without moving a row's input order; one scan per file left the id check, the
-            // fingerprints and the paired documents of `match` over one file on one core.
-            let state = ctx.state_ref();
-            let mut state = state.write();
-            state
-                .config_mut()
-                .options_mut()
-                .optimizer
-                .repartition_file_scans = true;
-        }
         if let Some(batch) = &batch {
             params.index = Some(batch.prepare(&ctx, &id_type, config.width).await?);
         }

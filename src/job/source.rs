@@ -196,7 +196,8 @@ pub fn rows_numbered_by_file(corpus: &Corpus, on_cluster: bool) -> bool {
 /// Registers `corpus` (all files, scanned in parallel) and `corpus_ordered` (the same rows with
 /// `__neardup_input_order` = file index * 2^32 + row index; the name cannot clash with an
 /// input column, such as the `input_order` of a run's own signatures). Hive partition folders
-/// of the files are columns of both, after the files' own.
+/// of the files are columns of both, after the files' own. Where the reader numbers the rows,
+/// the session's scans may split files from here on.
 pub async fn register_corpus(
     ctx: &SessionContext,
     corpus: &Corpus,
@@ -249,7 +250,17 @@ pub async fn register_corpus(
         "CREATE VIEW corpus_ordered AS {}",
         ordered.join(" UNION ALL ")
     );
-    run_statements(ctx, &view, "input order").await
+    run_statements(ctx, &view, "input order").await?;
+    if by_file_index {
+        // The reader numbers the rows, so a file's scan can be split over the cores without
+        // moving a row's input order; one scan per file left the id check, the fingerprints
+        // and the paired documents of `match` over one file on one core.
+        let state = ctx.state_ref();
+        let mut state = state.write();
+        let options = state.config_mut().options_mut();
+        options.optimizer.repartition_file_scans = true;
+    }
+    Ok(())
 }
 
 /// Into how many partitions the signature stage splits the reading of the files, if it splits
