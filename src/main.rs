@@ -35,6 +35,8 @@ fn main() -> ExitCode {
         } else {
             neardup::engine::staging::remove_live_staging()
         };
+        // Shuffle and spill files: never an output, so not part of what the message says.
+        neardup::engine::work_folder::remove_live();
         if removed {
             eprintln!("neardup: interrupted; nothing was written (an earlier output is untouched)");
         } else {

@@ -160,7 +160,8 @@ pub struct ExecutorArgs {
     /// Tasks run at once [default: the number of cores].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     pub concurrent_tasks: Option<u16>,
-    /// Folder for shuffle files [default: a temporary folder].
+    /// Folder for shuffle and spill files, kept when the executor stops [default: a folder of
+    /// its own in TMPDIR, removed when it stops].
     #[arg(long, value_name = "DIR")]
     pub work_dir: Option<String>,
     /// Memory the executor's tasks may hold together, e.g. 8G (at least 4M); beyond it they

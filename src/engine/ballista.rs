@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use ballista::prelude::{SessionConfigExt, SessionContextExt};
 use ballista_core::config::{BALLISTA_ADAPTIVE_PLANNER_ENABLED, TaskSchedulingPolicy};
+use ballista_core::extension::SessionStateExt;
 use ballista_core::registry::BallistaFunctionRegistry;
 use ballista_executor::executor_process::{ExecutorProcessConfig, start_executor_process};
 use ballista_executor::health::ExecutorHealth;
@@ -32,7 +33,9 @@ use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion_proto::protobuf::{LogicalPlanNode, PhysicalPlanNode};
 
 use crate::engine::cluster_access::{ClusterAccess, check_bind};
+use crate::engine::standalone;
 use crate::engine::task_cancel::{CancellableEngine, CancelledJobs, RunningTasks, parse_listing};
+use crate::engine::work_folder::WorkFolder;
 use crate::error::{Error, QueryContext, Result, error_chain};
 use crate::udf;
 
@@ -198,9 +201,18 @@ pub async fn cluster_context(
         .context(|| "registering SQL functions".into())?;
     let mut ctx = match cluster {
         // The in-process scheduler and executor take their functions from this state.
-        Cluster::Standalone => SessionContext::standalone_with_state(state)
-            .await
-            .context(what)?,
+        // Ballista's scheduler and executor in this process; the executor's shuffle files go
+        // with the job's session, which holds their folder.
+        Cluster::Standalone => {
+            let (url, folder) = standalone::start(&state).await?;
+            let state = state.upgrade_for_ballista(url).context(what)?;
+            let config = state.config().clone().with_extension(Arc::new(folder));
+            SessionContext::new_with_state(
+                SessionStateBuilder::new_from_existing(state)
+                    .with_config(config)
+                    .build(),
+            )
+        }
         Cluster::Remote { host, port, .. } => {
             if let Ok(mut live) = LIVE_JOB.lock() {
                 *live = Some(LiveJob {
@@ -1018,7 +1030,8 @@ pub struct ExecutorOptions {
     pub external_host: Option<String>,
     /// Tasks run at once; the number of cores when `None`.
     pub concurrent_tasks: Option<usize>,
-    /// Folder for shuffle files; a temporary folder when `None`.
+    /// Folder for shuffle files; a temporary folder of the executor's own, removed when it
+    /// stops, when `None`.
     pub work_dir: Option<String>,
     /// Bytes the tasks may hold together; Ballista's share of the machine when `None`.
     pub memory_limit: Option<usize>,
@@ -1071,6 +1084,17 @@ pub async fn run_executor(options: &ExecutorOptions) -> Result<()> {
     ));
     // Flipped by Ballista's poll loop on every poll: whether the scheduler answered the last.
     let health = ExecutorHealth::new();
+    // Without --work-dir, a folder of the executor's own that goes when it stops (Ballista's
+    // temporary folder stays behind with every job's shuffle files).
+    let own_folder = match options.work_dir {
+        Some(_) => None,
+        None => Some(WorkFolder::create("executor")?),
+    };
+    let work_dir = options.work_dir.clone().or_else(|| {
+        own_folder
+            .as_ref()
+            .map(|folder| folder.path().to_string_lossy().into_owned())
+    });
     let defaults = ExecutorProcessConfig::default();
     let config = ExecutorProcessConfig {
         bind_host: options.bind.ip().to_string(),
@@ -1080,13 +1104,10 @@ pub async fn run_executor(options: &ExecutorOptions) -> Result<()> {
         scheduler_host,
         scheduler_port,
         vcores: options.concurrent_tasks.unwrap_or(defaults.vcores),
-        work_dir: options.work_dir.clone(),
+        work_dir: work_dir.clone(),
         memory_pool_size: options.memory_limit.map(|bytes| bytes as u64),
         override_function_registry: Some(Arc::new(function_registry())),
-        override_runtime_producer: Some({
-            let work_dir = options.work_dir.clone();
-            Arc::new(move |_| runtime_with_stores(work_dir.clone()))
-        }),
+        override_runtime_producer: Some(Arc::new(move |_| runtime_with_stores(work_dir.clone()))),
         health: health.clone(),
         // Every connection out (the scheduler, other executors' shuffle data) with the
         // cluster's TLS and token, and the Flight service behind the same check.

@@ -14,4 +14,6 @@ pub mod session;
 pub mod sql;
 pub mod stages;
 pub mod staging;
+pub mod standalone;
 pub mod task_cancel;
+pub mod work_folder;

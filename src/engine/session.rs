@@ -14,6 +14,7 @@ use futures::StreamExt;
 use crate::engine::ballista::{self, Cluster};
 use crate::engine::cluster_access::{ClusterAccess, TlsFiles};
 use crate::engine::on_demand::{DealOnDemand, OnDemand};
+use crate::engine::work_folder::WorkFolder;
 use crate::error::{QueryContext, Result};
 use crate::udf;
 
@@ -25,7 +26,8 @@ pub struct Console {
     /// No progress lines on standard error (`--quiet`); errors are still reported.
     pub quiet: bool,
     /// Bytes DataFusion's operators may hold (`--memory-limit`); sorts, aggregates and joins
-    /// spill to the temporary folder beyond it. Unlimited when `None`.
+    /// spill to a folder in the temporary folder (`TMPDIR`) beyond it, removed when the job
+    /// ends. Unlimited when `None`.
     pub memory_limit: Option<usize>,
     /// Run the stages on a Ballista cluster (`--cluster`) instead of in this process.
     pub cluster: Option<Cluster>,
@@ -96,11 +98,16 @@ fn session_context_from(mut config: SessionConfig, console: &Console) -> Result<
     // Every URL a statement names resolves through the process's store registry.
     let mut runtime =
         RuntimeEnvBuilder::new().with_object_store_registry(crate::storage::registry());
+    let mut spill_folder = None;
     if let Some(limit) = console.memory_limit {
         // A sort keeps a small reserve for its merge so that spilling itself fits under the
         // limit.
         options.execution.sort_spill_reservation_bytes = (limit / 16).min(8 << 20);
         runtime = runtime.with_memory_pool(Arc::new(FairSpillPool::new(limit)));
+        // Spill files in a folder the session holds, which Ctrl-C removes too.
+        let folder = WorkFolder::create("spill")?;
+        runtime = runtime.with_temp_file_path(folder.path());
+        spill_folder = Some(Arc::new(folder));
     }
     let runtime = runtime
         .build_arc()
@@ -108,6 +115,9 @@ fn session_context_from(mut config: SessionConfig, console: &Console) -> Result<
     // The signature stage deals batches out on demand (`OnDemand`), once DataFusion's rules
     // have placed their repartitions.
     options.extensions.insert(OnDemand::default());
+    if let Some(folder) = spill_folder {
+        config = config.with_extension(folder);
+    }
     let mut rules = PhysicalOptimizer::new().rules;
     rules.push(Arc::new(DealOnDemand));
     let state = SessionStateBuilder::new()

@@ -317,24 +317,19 @@ fn full_disk_and_read_only_disk_give_clear_errors() {
     );
 }
 
-/// Starts a run that pauses after `stage`, waits until it says so, and sends it `signal`.
-fn interrupt_run(
-    input: &Path,
-    output: &Path,
-    stage: &str,
-    signal: &str,
-) -> std::process::ExitStatus {
+/// A neardup process paused after a stage; its standard error stays open (a closed pipe would
+/// end it on its next message).
+struct Paused {
+    child: std::process::Child,
+    _stderr: std::io::Lines<BufReader<std::process::ChildStderr>>,
+}
+
+/// Starts neardup with `args` and `env`, paused for a minute after `stage`, and returns once it
+/// says so.
+fn start_paused(args: &[&str], env: &[(&str, &Path)], stage: &str) -> Paused {
     let mut child = Command::new(env!("CARGO_BIN_EXE_neardup"))
-        .args([
-            "run",
-            "--input",
-            path_str(input),
-            "--output",
-            path_str(output),
-            "--overwrite",
-            "--k",
-            "0",
-        ])
+        .args(args)
+        .envs(env.iter().copied())
         .env("NEARDUP_PAUSE_AFTER_STAGE", stage)
         .stderr(Stdio::piped())
         .stdout(Stdio::null())
@@ -347,12 +342,133 @@ fn interrupt_run(
             break;
         }
     }
+    Paused {
+        child,
+        _stderr: lines,
+    }
+}
+
+/// Sends `signal` to the paused process and waits for it to end.
+fn signal_and_wait(mut paused: Paused, signal: &str) -> std::process::ExitStatus {
     let status = Command::new("kill")
-        .args([signal, &child.id().to_string()])
+        .args([signal, &paused.child.id().to_string()])
         .status()
         .unwrap();
     assert!(status.success());
-    child.wait().unwrap()
+    paused.child.wait().unwrap()
+}
+
+/// Starts a run that pauses after `stage`, waits until it says so, and sends it `signal`.
+fn interrupt_run(
+    input: &Path,
+    output: &Path,
+    stage: &str,
+    signal: &str,
+) -> std::process::ExitStatus {
+    let args = [
+        "run",
+        "--input",
+        path_str(input),
+        "--output",
+        path_str(output),
+        "--overwrite",
+        "--k",
+        "0",
+    ];
+    signal_and_wait(start_paused(&args, &[], stage), signal)
+}
+
+/// The files and folders under `dir`, as paths relative to it.
+fn everything_under(dir: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(next) = todo.pop() {
+        for entry in std::fs::read_dir(&next).unwrap() {
+            let path = entry.unwrap().path();
+            found.push(path.strip_prefix(dir).unwrap().display().to_string());
+            if path.is_dir() {
+                todo.push(path);
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+/// `--cluster standalone` writes its shuffle files into a folder of its own in TMPDIR, seen
+/// while the run is paused; the folder goes when the run ends, and on Ctrl-C. (Ballista's own
+/// standalone executor left them in a `.tmp*` folder after every run.)
+#[test]
+fn a_standalone_cluster_leaves_no_shuffle_files_in_tmpdir() {
+    let dir = tempfile::tempdir().unwrap();
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let output = dir.path().join("out");
+    let input = fixture("sample.parquet");
+    let args = [
+        "run",
+        "--input",
+        path_str(&input),
+        "--output",
+        path_str(&output),
+        "--cluster",
+        "standalone",
+    ];
+    let paused = start_paused(&args, &[("TMPDIR", &tmp)], "pairs");
+    let during = everything_under(&tmp);
+    assert!(
+        during[0].starts_with("neardup-shuffle-") && during.iter().any(|p| p.ends_with(".arrow")),
+        "{during:?}"
+    );
+    assert_eq!(signal_and_wait(paused, "-INT").code(), Some(130));
+    assert_eq!(everything_under(&tmp), Vec::<String>::new());
+
+    let out = Command::new(env!("CARGO_BIN_EXE_neardup"))
+        .args(args)
+        .env("TMPDIR", &tmp)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(output.join("_SUCCESS").exists());
+    assert_eq!(everything_under(&tmp), Vec::<String>::new());
+}
+
+/// A run with --memory-limit spills into a folder of its own in TMPDIR, which goes when the
+/// run ends and on Ctrl-C (DataFusion's own spill folders stayed behind an interrupt).
+#[test]
+fn spill_folders_go_with_the_run_and_with_ctrl_c() {
+    let dir = tempfile::tempdir().unwrap();
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let output = dir.path().join("out");
+    let input = fixture("sample.parquet");
+    let args = [
+        "run",
+        "--input",
+        path_str(&input),
+        "--output",
+        path_str(&output),
+        "--memory-limit",
+        "64M",
+    ];
+    let paused = start_paused(&args, &[("TMPDIR", &tmp)], "signatures");
+    let during = everything_under(&tmp);
+    // DataFusion's own spill folders, when it has made them, are inside the run's.
+    assert!(
+        during[0].starts_with("neardup-spill-") && during.iter().all(|p| p.starts_with(&during[0])),
+        "{during:?}"
+    );
+    assert_eq!(signal_and_wait(paused, "-INT").code(), Some(130));
+    assert_eq!(everything_under(&tmp), Vec::<String>::new());
+
+    let out = Command::new(env!("CARGO_BIN_EXE_neardup"))
+        .args(args)
+        .env("TMPDIR", &tmp)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(output.join("_SUCCESS").exists());
+    assert_eq!(everything_under(&tmp), Vec::<String>::new());
 }
 
 #[test]
