@@ -46,6 +46,8 @@ stages! {
     PAIRS = "04_pairs.sql";
     PAIRS_STAR = "04_pairs_star.sql";
     VERIFY = "04_verify.sql";
+    VERIFY_CANDIDATE_FINGERPRINTS = "04_verify_candidate_fingerprints.sql";
+    VERIFY_DOCUMENT_SKETCHES = "04_verify_document_sketches.sql";
     VERIFY_LOOKUP = "04_verify_lookup.sql";
     VERIFY_NONE = "04_verify_none.sql";
     VERIFY_SKETCHES = "04_verify_sketches.sql";

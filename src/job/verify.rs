@@ -19,7 +19,7 @@ use datafusion::logical_expr::{
 use datafusion::prelude::SessionContext;
 use futures::StreamExt;
 
-use crate::engine::sql::{Bindings, run_stage, run_stage_with, with_options};
+use crate::engine::sql::{Bindings, run_stage, run_stage_with, stage_frame};
 use crate::engine::stages;
 use crate::error::{Error, QueryContext, Result};
 use crate::fingerprint::Width;
@@ -37,38 +37,33 @@ pub async fn verify(
     width: Width,
     on_cluster: bool,
 ) -> Result<()> {
-    // The joins that find the candidates' sketches hold the input written first: the
-    // candidates' fingerprints, then (sql/04_verify.sql) the sketches. Left to itself the
-    // planner held every document with its sketch instead, whose size it knows from the
-    // Parquet footers: at 1M generated documents the sketch lookup alone peaked at 1.1 GiB that
-    // way against 0.45.
-    let in_order = |options: &mut ConfigOptions| {
-        options.optimizer.join_reordering = false;
-        Ok(())
-    };
-    run_stage(ctx, &stages::VERIFY_SKETCHES, bindings).await?;
     if on_cluster {
+        // The joins that find the candidates' sketches hold the input written first: the
+        // candidates' fingerprints, then (sql/04_verify.sql) the sketches. Left to itself the
+        // planner held every document with its sketch instead, whose size it knows from the
+        // Parquet footers: at 1M generated documents the sketch lookup alone peaked at 1.1 GiB
+        // that way against 0.45.
+        let in_order = |options: &mut ConfigOptions| {
+            options.optimizer.join_reordering = false;
+            Ok(())
+        };
+        run_stage(ctx, &stages::VERIFY_SKETCHES, bindings).await?;
         return run_stage_with(ctx, &stages::VERIFY, bindings, in_order).await;
     }
-    // `candidate_sketches` is planned when its rows are read, with the options of that moment.
-    let what = || format!("{}: session options", stages::VERIFY_LOOKUP.name);
-    let in_memory = async {
-        match width {
-            Width::Bits64 => verify_in_memory::<u64>(ctx, bindings).await,
-            Width::Bits128 => verify_in_memory::<u128>(ctx, bindings).await,
-        }
-    };
-    with_options(ctx, in_order, what, in_memory).await
+    match width {
+        Width::Bits64 => verify_in_memory::<u64>(ctx, bindings).await,
+        Width::Bits128 => verify_in_memory::<u128>(ctx, bindings).await,
+    }
 }
 
-/// Runs sql/04_verify_lookup.sql: reads `candidate_sketches` (sql/04_verify_sketches.sql, which
-/// must have run) into memory, counted against the session's memory pool, and writes
-/// `fingerprint_pairs`. The memory is given back when it returns.
+/// Runs sql/04_verify_lookup.sql: reads the candidates' sketches into memory, counted against
+/// the session's memory pool, and writes `fingerprint_pairs`. The memory is given back when it
+/// returns.
 async fn verify_in_memory<F: FingerprintColumn>(
     ctx: &SessionContext,
     bindings: &Bindings,
 ) -> Result<()> {
-    let sketches = Arc::new(Sketches::<F>::read(ctx).await?);
+    let sketches = Arc::new(Sketches::<F>::read(ctx, bindings).await?);
     let function = ScalarUDF::new_from_impl(CandidateSimilarity {
         sketches: Arc::clone(&sketches),
         // Volatile for the reason `sketch_similarity` is (src/udf/similarity.rs): so that the
@@ -90,56 +85,98 @@ struct Sketches<F> {
     place: HashMap<F, u32>,
     bytes: Vec<u8>,
     /// The pool's account of this memory, released when dropped.
-    _reservation: MemoryReservation,
+    reservation: MemoryReservation,
 }
 
 impl<F: FingerprintColumn> Sketches<F> {
-    async fn read(ctx: &SessionContext) -> Result<Self> {
-        let what = || "verification: the candidates' sketches".to_string();
+    /// Each candidate fingerprint's smallest sketch among its documents'
+    /// (sql/04_verify_sketches.sql's `candidate_sketches`), kept in place as the documents
+    /// stream by. The aggregate that view plans held every candidate's sketch a second time, as
+    /// did its output while this copy was made: at 10M generated documents verification peaked
+    /// at 5.7 GiB that way.
+    async fn read(ctx: &SessionContext, bindings: &Bindings) -> Result<Self> {
         let reservation =
             MemoryConsumer::new("verification sketches").register(&ctx.runtime_env().memory_pool);
-        let mut place: HashMap<F, u32> = HashMap::default();
-        let mut bytes: Vec<u8> = Vec::new();
-        let mut stream = ctx
-            .table("candidate_sketches")
-            .await
-            .context(what)?
-            .execute_stream()
-            .await
-            .context(what)?;
+        let mut sketches = Self {
+            place: HashMap::default(),
+            bytes: Vec::new(),
+            reservation,
+        };
+        sketches.read_candidates(ctx, bindings).await?;
+        sketches.read_documents(ctx, bindings).await?;
+        Ok(sketches)
+    }
+
+    /// Every candidate's fingerprint, without a sketch so far.
+    async fn read_candidates(&mut self, ctx: &SessionContext, bindings: &Bindings) -> Result<()> {
+        let stage = &stages::VERIFY_CANDIDATE_FINGERPRINTS;
+        let what = || stage.name.to_string();
+        let frame = stage_frame(ctx, stage, bindings).await?;
+        let mut stream = frame.execute_stream().await.context(what)?;
+        while let Some(batch) = stream.next().await {
+            let batch = batch.context(what)?;
+            for column in batch.columns() {
+                F::for_each_value(column, |_, fingerprint| {
+                    self.place.entry(fingerprint).or_insert(NO_SKETCH);
+                })
+                .context(what)?;
+            }
+            self.account().context(what)?;
+        }
+        Ok(())
+    }
+
+    /// The documents' sketches: a candidate fingerprint's first is copied in, a smaller one
+    /// later written over it (the order of bytes `min` over Binary gives).
+    async fn read_documents(&mut self, ctx: &SessionContext, bindings: &Bindings) -> Result<()> {
+        let stage = &stages::VERIFY_DOCUMENT_SKETCHES;
+        let what = || stage.name.to_string();
+        let frame = stage_frame(ctx, stage, bindings).await?;
+        let mut stream = frame.execute_stream().await.context(what)?;
         while let Some(batch) = stream.next().await {
             let batch = batch.context(what)?;
             let sketches = as_fixed_size_binary_array(batch.column(1)).context(what)?;
             // Places are u32, NO_SKETCH the largest: checked once per batch, not per row.
-            if bytes.len() / SKETCH_BYTES + batch.num_rows() >= NO_SKETCH as usize {
+            if self.bytes.len() / SKETCH_BYTES + batch.num_rows() >= NO_SKETCH as usize {
                 return Err(Error::Input(format!(
                     "{}: more than 2^32 - 1 candidate fingerprints for one process; \
                      run on a cluster (--cluster)",
                     what()
                 )));
             }
+            let (place, bytes) = (&mut self.place, &mut self.bytes);
             F::for_each_value(batch.column(0), |row, fingerprint| {
-                let at = match sketches.is_valid(row) {
-                    false => NO_SKETCH,
-                    true => {
-                        let at = (bytes.len() / SKETCH_BYTES) as u32;
-                        bytes.extend_from_slice(sketches.value(row));
-                        at
-                    }
+                let Some(at) = place.get_mut(&fingerprint) else {
+                    return;
                 };
-                place.insert(fingerprint, at);
+                if sketches.is_null(row) {
+                    return;
+                }
+                let sketch = sketches.value(row);
+                if *at == NO_SKETCH {
+                    *at = (bytes.len() / SKETCH_BYTES) as u32;
+                    bytes.extend_from_slice(sketch);
+                    return;
+                }
+                let start = *at as usize * SKETCH_BYTES;
+                let held = &mut bytes[start..start + SKETCH_BYTES];
+                if sketch < &*held {
+                    held.copy_from_slice(sketch);
+                }
             })
             .context(what)?;
-            // The map's slots (a fingerprint, a place and a control byte each, at most 8/7 full)
-            // and the sketches.
-            let held = place.capacity() * (std::mem::size_of::<(F, u32)>() + 1) + bytes.capacity();
-            reservation.try_resize(held).context(what)?;
+            self.account().context(what)?;
         }
-        Ok(Self {
-            place,
-            bytes,
-            _reservation: reservation,
-        })
+        Ok(())
+    }
+
+    /// Tells the pool what the map and the sketches hold now.
+    fn account(&self) -> datafusion::error::Result<()> {
+        // The map's slots (a fingerprint, a place and a control byte each, at most 8/7 full)
+        // and the sketches.
+        let held =
+            self.place.capacity() * (std::mem::size_of::<(F, u32)>() + 1) + self.bytes.capacity();
+        self.reservation.try_resize(held)
     }
 
     /// The sketch of `fingerprint`: `None` when it has none, an error when it is not a
@@ -296,7 +333,7 @@ mod tests {
     }
 
     /// Documents (a fingerprint and its sketch; some fingerprints have two documents, whose
-    /// smallest sketch counts, and one has no sketch) and candidate pairs among them, some
+    /// smallest sketch counts, one has no sketch, and one has a sketch in one document only) and candidate pairs among them, some
     /// similar and some not, registered in a fresh context.
     fn context() -> SessionContext {
         let ctx = crate::udf::test_util::context();
@@ -305,7 +342,7 @@ mod tests {
         let mut documents: Vec<(u64, Option<[u8; SKETCH_BYTES]>)> = Vec::new();
         for fingerprint in 1..=300u64 {
             let copies = if fingerprint.is_multiple_of(10) { 2 } else { 1 };
-            for _ in 0..copies {
+            for copy in 0..copies {
                 let topic = fingerprint % 5;
                 let mut sketch = SketchBuilder::default();
                 for feature in 0..60 {
@@ -313,7 +350,9 @@ mod tests {
                         sketch.add(topic * 1000 + feature);
                     }
                 }
-                let sketch = (fingerprint != 77).then(|| sketch.finish());
+                // 77 has no sketch; of 80's two documents only the second has one.
+                let sketch =
+                    (fingerprint != 77 && (fingerprint, copy) != (80, 0)).then(|| sketch.finish());
                 documents.push((fingerprint, sketch));
             }
         }
@@ -418,9 +457,6 @@ mod tests {
 
         let looked_up = context();
         let bindings = bindings_for(looked_up_dir.path());
-        run_stage(&looked_up, &stages::VERIFY_SKETCHES, &bindings)
-            .await
-            .unwrap();
         super::verify_in_memory::<u64>(&looked_up, &bindings)
             .await
             .unwrap();
@@ -435,6 +471,7 @@ mod tests {
             found.len()
         );
         assert!(found.iter().all(|&(a, b, _)| a != 77 && b != 77));
+        assert!(found.iter().any(|&(a, b, _)| a == 80 || b == 80));
         // The function is gone once verification is done.
         assert!(
             !looked_up
