@@ -35,7 +35,7 @@ pub use config::{IndexOptions, JobConfig, JobRequest, Source};
 use crate::engine::commit::Staging;
 use crate::engine::on_demand::OnDemand;
 use crate::engine::session::job_session;
-use crate::engine::sql::{Bindings, count_query_stage, run_stage, run_stage_with};
+use crate::engine::sql::{Bindings, first_value, query_stage, run_stage, run_stage_with};
 use crate::engine::stages;
 use crate::error::Result;
 use crate::index::IndexMeta;
@@ -228,7 +228,9 @@ async fn sign_texts(
 /// how many are removed (sql/06_dedup_kept.sql says what was measured). Against an index
 /// `groups` also holds indexed members, which only moves the choice, never the rows.
 async fn write_dedup(ctx: &SessionContext, bindings: &Bindings, documents: u64) -> Result<()> {
-    let removed = count_query_stage(ctx, &stages::DEDUP_REMOVED, bindings).await?;
+    let counts = query_stage(ctx, &stages::DEDUP_REMOVED, bindings).await?;
+    let (removed, text_bytes) = (first_value(&counts, 0)?, first_value(&counts, 1)?);
+    let row_group_rows = dedup_row_group_rows(text_bytes, documents);
     let kept_few = removed.saturating_mul(3) >= documents.saturating_mul(2);
     let stage = if kept_few {
         &stages::DEDUP_KEPT
@@ -242,7 +244,37 @@ async fn write_dedup(ctx: &SessionContext, bindings: &Bindings, documents: u64) 
         // file's row groups, where one scan per file left the decoding on one core (a million
         // generated documents in one file: the stage took 4.0 s at 0.54 of two cores busy).
         options.optimizer.repartition_file_scans = true;
+        options.execution.parquet.max_row_group_size = row_group_rows;
         Ok(())
     })
     .await
+}
+
+/// Texts a row group of the deduplicated corpus holds, in bytes: the Parquet writer keeps a
+/// row group in memory until it is full, and with DataFusion's million rows of about 900-byte
+/// texts the stage peaked at 5.3 GiB against 1.6 with 131,072 rows, and took longer (10M
+/// generated documents, docs/BENCHMARKS.md).
+const DEDUP_ROW_GROUP_TEXT_BYTES: u64 = 128 << 20;
+
+/// Rows per row group of the deduplicated corpus: `DEDUP_ROW_GROUP_TEXT_BYTES` of texts at the
+/// corpus's average length, between 4,096 rows and DataFusion's default of a million.
+fn dedup_row_group_rows(text_bytes: u64, documents: u64) -> usize {
+    let average = text_bytes.div_ceil(documents.max(1)).max(1);
+    (DEDUP_ROW_GROUP_TEXT_BYTES / average).clamp(4_096, 1 << 20) as usize
+}
+
+#[cfg(test)]
+mod tests {
+    use super::dedup_row_group_rows;
+
+    #[test]
+    fn row_groups_of_the_deduplicated_corpus_hold_about_128_mib_of_text() {
+        // 900-byte texts: 149,130 rows (128 MiB / 900, the average rounded up).
+        assert_eq!(dedup_row_group_rows(900 * 10_000_000, 10_000_000), 149_130);
+        // Tweets reach DataFusion's million; books stay at 4,096 rows.
+        assert_eq!(dedup_row_group_rows(50 * 1_000, 1_000), 1 << 20);
+        assert_eq!(dedup_row_group_rows(1 << 30, 10), 4_096);
+        // No documents, or no text: the million.
+        assert_eq!(dedup_row_group_rows(0, 0), 1 << 20);
+    }
 }
