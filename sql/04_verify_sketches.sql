@@ -1,5 +1,6 @@
--- Stage 4, before the document pairs: each candidate fingerprint's sketch, which verification
--- (sql/04_verify.sql on a cluster, sql/04_verify_lookup.sql in this process) compares.
+-- Stage 4 on a cluster, before the document pairs: each candidate fingerprint's sketch, which
+-- verification (sql/04_verify.sql) compares. In this process src/job/verify.rs finds the same
+-- sketches without this aggregate (sql/04_verify_document_sketches.sql).
 --
 -- A fingerprint's sketch is the smallest of its documents' (documents with one fingerprint have
 -- the same features but for a hash collision; the smallest is the same whatever the order the

@@ -35,13 +35,14 @@ fn main() -> ExitCode {
         } else {
             neardup::engine::staging::remove_live_staging()
         };
-        // Shuffle and spill files: never an output, so not part of what the message says.
-        neardup::engine::work_folder::remove_live();
         if removed {
             eprintln!("neardup: interrupted; nothing was written (an earlier output is untouched)");
         } else {
             eprintln!("neardup: interrupted");
         }
+        // Shuffle and spill files last, just before the exit: the tasks of a job in this
+        // process (`--cluster standalone`) run until then and may create their folders again.
+        neardup::engine::work_folder::remove_live();
         std::process::exit(130);
     }) {
         eprintln!(

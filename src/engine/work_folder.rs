@@ -15,11 +15,17 @@ use crate::error::{Error, Result};
 /// The work folders this process has now, for the interrupt handler.
 static LIVE: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
-/// Removes every work folder this process has; called on Ctrl-C or SIGTERM.
+/// Removes every work folder this process has; called on Ctrl-C or SIGTERM. A task still
+/// running may write into a folder while it goes, which fails the removal or makes the folder
+/// again, so each is removed until it is gone (a few tries).
 pub fn remove_live() {
     let places = LIVE.lock().map(|l| l.clone()).unwrap_or_default();
     for place in places {
-        let _ = std::fs::remove_dir_all(place);
+        for _ in 0..5 {
+            if std::fs::remove_dir_all(&place).is_ok() && !place.exists() {
+                break;
+            }
+        }
     }
 }
 

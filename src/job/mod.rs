@@ -251,9 +251,10 @@ async fn write_dedup(ctx: &SessionContext, bindings: &Bindings, documents: u64) 
 }
 
 /// Texts a row group of the deduplicated corpus holds, in bytes: the Parquet writer keeps a
-/// row group in memory until it is full, and with DataFusion's million rows of about 900-byte
+/// row group in memory until it is full, and with DataFusion's million rows of about 2,000-byte
 /// texts the stage peaked at 5.3 GiB against 1.6 with 131,072 rows, and took longer (10M
-/// generated documents, docs/BENCHMARKS.md).
+/// generated documents, docs/BENCHMARKS.md). Only the texts are counted: other wide columns
+/// of the corpus make the row groups larger.
 const DEDUP_ROW_GROUP_TEXT_BYTES: u64 = 128 << 20;
 
 /// Rows per row group of the deduplicated corpus: `DEDUP_ROW_GROUP_TEXT_BYTES` of texts at the

@@ -136,6 +136,13 @@ impl<F: FingerprintColumn> Sketches<F> {
         while let Some(batch) = stream.next().await {
             let batch = batch.context(what)?;
             let sketches = as_fixed_size_binary_array(batch.column(1)).context(what)?;
+            if sketches.value_length() != SKETCH_BYTES as i32 {
+                return Err(Error::Internal(format!(
+                    "{}: sketches of {} bytes, not {SKETCH_BYTES}",
+                    what(),
+                    sketches.value_length()
+                )));
+            }
             // Places are u32, NO_SKETCH the largest: checked once per batch, not per row.
             if self.bytes.len() / SKETCH_BYTES + batch.num_rows() >= NO_SKETCH as usize {
                 return Err(Error::Input(format!(
@@ -372,21 +379,28 @@ mod tests {
                 true,
             ),
         ]));
-        let sketches = FixedSizeBinaryArray::try_from_sparse_iter_with_size(
-            documents
-                .iter()
-                .map(|(_, s)| s.as_ref().map(|s| s.as_slice())),
-            SKETCH_BYTES as i32,
-        )
-        .unwrap();
-        let documents_batch = RecordBatch::try_new(
-            Arc::clone(&documents_schema),
-            vec![
-                Arc::new(UInt64Array::from_iter_values(documents.iter().map(|d| d.0))),
-                Arc::new(sketches),
-            ],
-        )
-        .unwrap();
+        // Shuffled, and in three batches: a fingerprint's smaller sketch comes first or later.
+        for i in (1..documents.len()).rev() {
+            documents.swap(i, (random.next_u64() % (i as u64 + 1)) as usize);
+        }
+        let documents_batches: Vec<RecordBatch> = documents
+            .chunks(documents.len().div_ceil(3))
+            .map(|chunk| {
+                let sketches = FixedSizeBinaryArray::try_from_sparse_iter_with_size(
+                    chunk.iter().map(|(_, s)| s.as_ref().map(|s| s.as_slice())),
+                    SKETCH_BYTES as i32,
+                )
+                .unwrap();
+                RecordBatch::try_new(
+                    Arc::clone(&documents_schema),
+                    vec![
+                        Arc::new(UInt64Array::from_iter_values(chunk.iter().map(|d| d.0))),
+                        Arc::new(sketches),
+                    ],
+                )
+                .unwrap()
+            })
+            .collect();
         let candidates_schema = Arc::new(Schema::new(vec![
             Field::new("simhash_a", DataType::UInt64, false),
             Field::new("simhash_b", DataType::UInt64, false),
@@ -405,11 +419,11 @@ mod tests {
             ],
         )
         .unwrap();
-        for (name, schema, batch) in [
-            ("documents", documents_schema, documents_batch),
-            ("candidate_pairs", candidates_schema, candidates_batch),
+        for (name, schema, batches) in [
+            ("documents", documents_schema, documents_batches),
+            ("candidate_pairs", candidates_schema, vec![candidates_batch]),
         ] {
-            let table = MemTable::try_new(schema, vec![vec![batch]]).unwrap();
+            let table = MemTable::try_new(schema, vec![batches]).unwrap();
             ctx.register_table(name, Arc::new(table)).unwrap();
         }
         ctx
