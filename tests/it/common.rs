@@ -34,8 +34,6 @@ pub fn succeeded(args: &[&str], out: Output) -> String {
     String::from_utf8(out.stdout).expect("utf-8 output")
 }
 
-/// Runs `neardup run` on the shipped sample into `dir/out` with `extra` flags, insists it fails
-/// with exit code `code` and without a panic, and returns its standard error.
 /// Runs the job on the sample with its defaults into the local folder `output`: the oracle of
 /// the tests that run the same job elsewhere.
 pub fn run_sample_locally(output: &Path) {
@@ -60,6 +58,8 @@ pub fn run_sample(output: &Path, extra: &[&str]) -> String {
     stderr(&out)
 }
 
+/// Runs `neardup run` on the shipped sample into `dir/out` with `extra` flags, insists it fails
+/// with exit code `code` and without a panic, and returns its standard error.
 pub fn failing_sample_run(dir: &Path, extra: &[&str], code: i32) -> String {
     let input = fixture("sample.parquet");
     let output = dir.join("out");

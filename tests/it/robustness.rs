@@ -395,39 +395,30 @@ fn everything_under(dir: &Path) -> Vec<String> {
     found
 }
 
-/// `--cluster standalone` writes its shuffle files into a folder of its own in TMPDIR, seen
-/// while the run is paused; the folder goes when the run ends, and on Ctrl-C. (Ballista's own
-/// standalone executor left them in a `.tmp*` folder after every run.)
-#[test]
-fn a_standalone_cluster_leaves_no_shuffle_files_in_tmpdir() {
+/// Runs the sample with `extra` flags and TMPDIR set to an empty folder: paused after `stage`
+/// (where `while_paused` is given what TMPDIR holds) and interrupted with Ctrl-C, then whole.
+/// After each, TMPDIR is empty again.
+fn tmpdir_emptied_after_runs(extra: &[&str], stage: &str, while_paused: impl Fn(&[String])) {
     let dir = tempfile::tempdir().unwrap();
     let tmp = dir.path().join("tmp");
     std::fs::create_dir(&tmp).unwrap();
     let output = dir.path().join("out");
     let input = fixture("sample.parquet");
-    let args = [
+    let mut args = vec![
         "run",
         "--input",
         path_str(&input),
         "--output",
         path_str(&output),
-        "--cluster",
-        "standalone",
     ];
-    let paused = start_paused(&args, &[("TMPDIR", &tmp)], "pairs");
-    let during = everything_under(&tmp);
-    assert!(
-        !during.is_empty()
-            && during[0].starts_with("neardup-shuffle-")
-            && during.iter().all(|p| p.starts_with(&during[0]))
-            && during.iter().any(|p| p.ends_with(".arrow")),
-        "{during:?}"
-    );
+    args.extend_from_slice(extra);
+    let paused = start_paused(&args, &[("TMPDIR", &tmp)], stage);
+    while_paused(&everything_under(&tmp));
     assert_eq!(signal_and_wait(paused, "-INT").code(), Some(130));
     assert_eq!(everything_under(&tmp), Vec::<String>::new());
 
     let out = Command::new(env!("CARGO_BIN_EXE_neardup"))
-        .args(args)
+        .args(&args)
         .env("TMPDIR", &tmp)
         .output()
         .unwrap();
@@ -436,47 +427,39 @@ fn a_standalone_cluster_leaves_no_shuffle_files_in_tmpdir() {
     assert_eq!(everything_under(&tmp), Vec::<String>::new());
 }
 
+/// Whether everything in `entries` (paths under TMPDIR) is inside one folder named
+/// `neardup-<role>-...`.
+fn all_in_one_folder(entries: &[String], role: &str) -> bool {
+    !entries.is_empty()
+        && entries[0].starts_with(&format!("neardup-{role}-"))
+        && entries.iter().all(|p| p.starts_with(&entries[0]))
+}
+
+/// `--cluster standalone` writes its shuffle files into a folder of its own in TMPDIR, seen
+/// while the run is paused; the folder goes when the run ends, and on Ctrl-C. (Ballista's own
+/// standalone executor left them in a `.tmp*` folder after every run.)
+#[test]
+fn a_standalone_cluster_leaves_no_shuffle_files_in_tmpdir() {
+    tmpdir_emptied_after_runs(&["--cluster", "standalone"], "pairs", |during| {
+        assert!(
+            all_in_one_folder(during, "shuffle") && during.iter().any(|p| p.ends_with(".arrow")),
+            "{during:?}"
+        );
+    });
+}
+
 /// A run with --memory-limit spills into a folder of its own in TMPDIR, which goes when the
 /// run ends and on Ctrl-C (DataFusion's own spill folders stayed behind an interrupt).
 #[test]
 fn spill_folders_go_with_the_run_and_with_ctrl_c() {
-    let dir = tempfile::tempdir().unwrap();
-    let tmp = dir.path().join("tmp");
-    std::fs::create_dir(&tmp).unwrap();
-    let output = dir.path().join("out");
-    let input = fixture("sample.parquet");
-    let args = [
-        "run",
-        "--input",
-        path_str(&input),
-        "--output",
-        path_str(&output),
-        "--memory-limit",
-        "64M",
-    ];
-    let paused = start_paused(&args, &[("TMPDIR", &tmp)], "signatures");
-    let during = everything_under(&tmp);
-    // DataFusion's spill folder is inside the run's.
-    assert!(
-        !during.is_empty()
-            && during[0].starts_with("neardup-spill-")
-            && during.iter().all(|p| p.starts_with(&during[0]))
-            && during
-                .iter()
-                .any(|p| p.starts_with(&format!("{}/datafusion-", during[0]))),
-        "{during:?}"
-    );
-    assert_eq!(signal_and_wait(paused, "-INT").code(), Some(130));
-    assert_eq!(everything_under(&tmp), Vec::<String>::new());
-
-    let out = Command::new(env!("CARGO_BIN_EXE_neardup"))
-        .args(args)
-        .env("TMPDIR", &tmp)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert!(output.join("_SUCCESS").exists());
-    assert_eq!(everything_under(&tmp), Vec::<String>::new());
+    tmpdir_emptied_after_runs(&["--memory-limit", "64M"], "signatures", |during| {
+        // DataFusion's spill folder is inside the run's.
+        let datafusion = format!("{}/datafusion-", during.first().map_or("", |d| d.as_str()));
+        assert!(
+            all_in_one_folder(during, "spill") && during.iter().any(|p| p.starts_with(&datafusion)),
+            "{during:?}"
+        );
+    });
 }
 
 #[test]
