@@ -165,7 +165,7 @@ pub struct ExecutorArgs {
     #[arg(long, value_name = "DIR")]
     pub work_dir: Option<String>,
     /// Memory the executor's tasks may hold together, e.g. 8G (at least 4M); beyond it they
-    /// spill to --work-dir [default: Ballista's share of the machine's memory].
+    /// spill to the work folder (--work-dir) [default: Ballista's share of the machine's memory].
     #[arg(long, value_name = "SIZE", value_parser = Cut(parse_memory_limit))]
     pub memory_limit: Option<usize>,
     /// Exit with an error naming the scheduler's address when it has not answered for this
