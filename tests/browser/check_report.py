@@ -50,13 +50,20 @@ def main():
     for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1200,900"):
         options.add_argument(argument)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    service = webdriver.ChromeService(
-        executable_path=os.environ.get("CHROMEDRIVER", "/usr/bin/chromedriver")
-    )
-    try:
-        driver = webdriver.Chrome(service=service, options=options)
-    except Exception as e:  # noqa: BLE001 - any failure to start is reported the same way
-        fail(f"Chromium did not start: {e}", 4)
+    # Chromium now and then exits at start while the other tests load the machine ("Chrome
+    # instance exited", seen once in CI): a start is tried three times before the test fails.
+    driver = None
+    for attempt in range(3):
+        service = webdriver.ChromeService(
+            executable_path=os.environ.get("CHROMEDRIVER", "/usr/bin/chromedriver")
+        )
+        try:
+            driver = webdriver.Chrome(service=service, options=options)
+            break
+        except Exception as e:  # noqa: BLE001 - any failure to start is reported the same way
+            if attempt == 2:
+                fail(f"Chromium did not start in three tries: {e}", 4)
+            time.sleep(2)
 
     try:
         try:
