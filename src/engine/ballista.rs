@@ -200,9 +200,9 @@ pub async fn cluster_context(
     udf::register_all(&mut state as &mut dyn FunctionRegistry)
         .context(|| "registering SQL functions".into())?;
     let mut ctx = match cluster {
-        // The in-process scheduler and executor take their functions from this state.
-        // Ballista's scheduler and executor in this process; the executor's shuffle files go
-        // with the job's session, which holds their folder.
+        // Ballista's scheduler and executor in this process, which take their functions from
+        // this state; the executor's shuffle files go with the job's session, which holds
+        // their folder.
         Cluster::Standalone => {
             let (url, folder) = standalone::start(&state).await?;
             let state = state.upgrade_for_ballista(url).context(what)?;
