@@ -6,7 +6,8 @@ use crate::error::{Error, Result};
 use crate::fingerprint::Width;
 use crate::input;
 use crate::job::config::check_k;
-use crate::job::matching::{passes, sample_fingerprints};
+use crate::job::matching::passes;
+use crate::job::plan_sample::sample_fingerprints;
 use crate::job::source::register_corpus;
 
 /// What `neardup plan` is asked to compare.

@@ -17,6 +17,7 @@ use datafusion::prelude::SessionContext;
 use crate::engine::sql::{Bindings, run_stage, stage_frame};
 use crate::engine::stages;
 use crate::error::{QueryContext, Result};
+use crate::job::plan_sample::BottomK;
 use crate::job::value_buckets;
 
 /// The table sql/02_fingerprints_counted.sql reads.
@@ -26,7 +27,14 @@ const TABLE: &str = "fingerprint_counts";
 const BATCH_ROWS: usize = 1 << 20;
 
 /// Writes `documents` and `fingerprints` for a run without an index, or the first batch of one.
-pub async fn write(ctx: &SessionContext, bindings: &Bindings, on_cluster: bool) -> Result<()> {
+/// Where the fingerprints were counted here, also returns the planner's sample of them
+/// (`crate::job::plan_sample`), kept as each bucket was counted: what reading the table back
+/// would give.
+pub async fn write(
+    ctx: &SessionContext,
+    bindings: &Bindings,
+    on_cluster: bool,
+) -> Result<Option<Vec<u128>>> {
     run_stage(ctx, &stages::DOCUMENTS, bindings).await?;
     let values = stage_frame(ctx, &stages::FINGERPRINT_VALUES, bindings).await?;
     let sortable = !on_cluster && values.schema().field(0).data_type() == &DataType::UInt64;
@@ -38,7 +46,8 @@ pub async fn write(ctx: &SessionContext, bindings: &Bindings, on_cluster: bool) 
     };
     // 128-bit fingerprints, a cluster, or no room for the values: the grouping, which spills.
     let Some(gathered) = gathered else {
-        return run_stage(ctx, &stages::FINGERPRINTS, bindings).await;
+        run_stage(ctx, &stages::FINGERPRINTS, bindings).await?;
+        return Ok(None);
     };
     let what = || stages::FINGERPRINTS_COUNTED.name.to_string();
     let schema = Arc::new(Schema::new(vec![
@@ -49,9 +58,15 @@ pub async fn write(ctx: &SessionContext, bindings: &Bindings, on_cluster: bool) 
         let schema = Arc::clone(&schema);
         move |sorted: &[u64]| counted_batches(sorted, &schema)
     };
-    let partitions = value_buckets::sort_each(gathered.buckets, counted)
+    let counted = value_buckets::sort_each(gathered.buckets, counted)
         .await
         .context(what)?;
+    let mut sample = BottomK::new(crate::planner::SAMPLE);
+    let mut partitions = Vec::with_capacity(counted.len());
+    for (batches, bucket_sample) in counted {
+        partitions.push(batches);
+        sample.merge(bucket_sample);
+    }
     let rows: usize = partitions.iter().flatten().map(RecordBatch::num_rows).sum();
     gathered
         .reservation
@@ -60,7 +75,7 @@ pub async fn write(ctx: &SessionContext, bindings: &Bindings, on_cluster: bool) 
     ctx.register_table(TABLE, Arc::new(table)).context(what)?;
     let written = run_stage(ctx, &stages::FINGERPRINTS_COUNTED, bindings).await;
     ctx.deregister_table(TABLE).context(what)?;
-    written
+    written.map(|()| Some(sample.into_values()))
 }
 
 /// A batch's fingerprints into `values` (the query leaves NULLs out).
@@ -74,12 +89,18 @@ fn fingerprints(batch: &RecordBatch, values: &mut Vec<u64>) -> DataFusionResult<
     Ok(true)
 }
 
-/// Each distinct value of sorted `values` with how often it occurs, in batches of `schema`.
-fn counted_batches(values: &[u64], schema: &Arc<Schema>) -> DataFusionResult<Vec<RecordBatch>> {
+/// Each distinct value of sorted `values` with how often it occurs, in batches of `schema`, and
+/// the planner's sample of the distinct values.
+fn counted_batches(
+    values: &[u64],
+    schema: &Arc<Schema>,
+) -> DataFusionResult<(Vec<RecordBatch>, BottomK)> {
+    let mut sample = BottomK::new(crate::planner::SAMPLE);
     let mut batches = Vec::new();
     let mut fingerprints: Vec<u64> = Vec::new();
     let mut counts: Vec<i64> = Vec::new();
     for run in values.chunk_by(|a, b| a == b) {
+        sample.offer(u128::from(run[0]));
         fingerprints.push(run[0]);
         counts.push(i64::try_from(run.len()).unwrap_or(i64::MAX));
         if fingerprints.len() == BATCH_ROWS {
@@ -89,7 +110,7 @@ fn counted_batches(values: &[u64], schema: &Arc<Schema>) -> DataFusionResult<Vec
     if !fingerprints.is_empty() {
         batches.push(batch(schema, &mut fingerprints, &mut counts)?);
     }
-    Ok(batches)
+    Ok((batches, sample))
 }
 
 /// A batch of `TABLE` taking the fingerprints and counts gathered so far.
@@ -111,6 +132,8 @@ mod tests {
 
     use super::*;
     use crate::engine::sql::folder_literal;
+    use crate::fingerprint::Width;
+    use crate::job::plan_sample::sample_fingerprints;
     use crate::job::test_session;
     use crate::rng::SplitMix64;
     use crate::storage::Place;
@@ -190,7 +213,8 @@ mod tests {
         rows
     }
 
-    /// The table counted here, and by the grouping (what a cluster runs).
+    /// The table counted here, and by the grouping (what a cluster runs). Counting here also
+    /// keeps the planner's sample, which must be the one read back from the table written.
     async fn both_ways(
         simhashes: &[Option<u64>],
     ) -> (Vec<(u64, i64, bool)>, Vec<(u64, i64, bool)>) {
@@ -199,8 +223,15 @@ mod tests {
         for (name, on_cluster) in [("sorted", false), ("grouped", true)] {
             let place = Place::Local(dir.path().join(name));
             let (ctx, bindings) = session(simhashes, None, &place);
-            write(&ctx, &bindings, on_cluster).await.unwrap();
-            tables.push(fingerprints_table(&ctx).await);
+            let kept = write(&ctx, &bindings, on_cluster).await.unwrap();
+            let read_back = sample_fingerprints(&ctx, Width::Bits64).await.unwrap();
+            let table = fingerprints_table(&ctx).await;
+            assert_eq!(read_back.len(), table.len().min(crate::planner::SAMPLE));
+            match on_cluster {
+                false => assert_eq!(kept, Some(read_back)),
+                true => assert_eq!(kept, None),
+            }
+            tables.push(table);
         }
         let grouped = tables.pop().unwrap();
         (tables.pop().unwrap(), grouped)

@@ -1,14 +1,11 @@
 //! Stages 2 to 5, shared by `run` and `match`: distinct fingerprints, the band plan, candidate
 //! pairs (in passes), document pairs, clustering and groups.
 
-use std::collections::BinaryHeap;
-
 use datafusion::prelude::SessionContext;
-use futures::StreamExt;
 
-use crate::engine::sql::{Bindings, count_rows, run_stage, stage_frame};
+use crate::engine::sql::{Bindings, count_rows, run_stage};
 use crate::engine::stages::{self, Stage};
-use crate::error::{Error, QueryContext, Result};
+use crate::error::{Error, Result};
 use crate::fingerprint::Width;
 use crate::index::batch::IndexedBatch;
 use crate::job::choices::Matching;
@@ -18,10 +15,10 @@ use crate::job::fingerprint_counts;
 use crate::job::numbered_groups;
 use crate::job::paired_documents;
 use crate::job::params::{Pass, SourceParams, StageParams};
+use crate::job::plan_sample;
 use crate::job::stopwatch::Stopwatch;
 use crate::job::summary::PlanReport;
 use crate::job::verify;
-use crate::udf::FingerprintColumn;
 
 /// Rows (fingerprints times tables) one candidate pass holds at most: plans with many tables
 /// run in several passes, so memory stays bounded whatever the plan.
@@ -58,15 +55,18 @@ impl Against {
 
     /// Stage 2: the documents and their distinct fingerprints, with the indexed ones against
     /// an index with batches (sql/02_fingerprints_index.sql), else this run's alone
-    /// (`fingerprint_counts`).
+    /// (`fingerprint_counts`). Returns the planner's sample where it was kept on the way.
     async fn write_fingerprints(
         self,
         ctx: &SessionContext,
         bindings: &Bindings,
         on_cluster: bool,
-    ) -> Result<()> {
+    ) -> Result<Option<Vec<u128>>> {
         match self {
-            Against::Index => run_stage(ctx, &stages::FINGERPRINTS_INDEX, bindings).await,
+            Against::Index => {
+                run_stage(ctx, &stages::FINGERPRINTS_INDEX, bindings).await?;
+                Ok(None)
+            }
             Against::Nothing | Against::EmptyIndex => {
                 fingerprint_counts::write(ctx, bindings, on_cluster).await
             }
@@ -109,11 +109,11 @@ pub async fn run_matching(
     let bindings = params.bindings();
     let on_cluster = config.console.cluster.is_some();
     let distinct = against.write_fingerprints(ctx, &bindings, on_cluster);
-    clock.time("fingerprints", distinct).await?;
+    let sample = clock.time("fingerprints", distinct).await?;
     let report = clock
         .time(
             "plan",
-            choose_plan(ctx, &config.plan, config.k, config.width),
+            choose_plan(ctx, &config.plan, config.k, config.width, sample),
         )
         .await?;
     let quiet = config.console.quiet;
@@ -176,9 +176,13 @@ async fn choose_plan(
     choice: &PlanChoice,
     k: u32,
     width: Width,
+    sample: Option<Vec<u128>>,
 ) -> Result<PlanReport> {
     let n = count_rows(ctx, "fingerprints").await?;
-    let sample = sample_fingerprints(ctx, width).await?;
+    let sample = match sample {
+        Some(kept) => kept,
+        None => plan_sample::sample_fingerprints(ctx, width).await?,
+    };
     let estimates = crate::planner::estimate(choice.plans.clone(), n, &sample);
     log::debug!(
         "plans for k = {k}, {n} distinct fingerprints, {} sampled:\n{}",
@@ -215,99 +219,4 @@ fn rows_per_pass() -> u64 {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(ROWS_PER_PASS)
-}
-
-/// Up to `planner::SAMPLE` distinct fingerprints of the `fingerprints` table: those whose mixed
-/// value is smallest (a bottom-k sample). Which rows those are does not depend on the order the
-/// table's rows come in, and a uniform mix makes them a uniform sample of the table.
-pub async fn sample_fingerprints(ctx: &SessionContext, width: Width) -> Result<Vec<u128>> {
-    let what = || "sampling fingerprints".to_string();
-    let mut stream = stage_frame(ctx, &stages::PLAN_SAMPLE, &Bindings::default())
-        .await?
-        .execute_stream()
-        .await
-        .context(what)?;
-    let mut sample = BottomK::new(crate::planner::SAMPLE);
-    while let Some(batch) = stream.next().await {
-        let batch = batch.context(what)?;
-        match width {
-            Width::Bits128 => u128::values(batch.column(0))
-                .context(what)?
-                .into_iter()
-                .for_each(|f| sample.offer(f)),
-            Width::Bits64 => u64::values(batch.column(0))
-                .context(what)?
-                .into_iter()
-                .for_each(|f| sample.offer(u128::from(f))),
-        }
-    }
-    Ok(sample.into_values())
-}
-
-/// The `size` values with the smallest `mix`, whatever order they are offered in.
-struct BottomK {
-    size: usize,
-    heap: BinaryHeap<(u64, u128)>,
-}
-
-impl BottomK {
-    fn new(size: usize) -> Self {
-        BottomK {
-            size,
-            heap: BinaryHeap::with_capacity(size + 1),
-        }
-    }
-
-    fn offer(&mut self, value: u128) {
-        let key = (mix(value), value);
-        if self.heap.len() < self.size {
-            self.heap.push(key);
-        } else if self.heap.peek().is_some_and(|top| key < *top) {
-            self.heap.pop();
-            self.heap.push(key);
-        }
-    }
-
-    /// The values kept, in the order of their mixed values.
-    fn into_values(self) -> Vec<u128> {
-        self.heap
-            .into_sorted_vec()
-            .into_iter()
-            .map(|(_, v)| v)
-            .collect()
-    }
-}
-
-/// SplitMix64's finaliser over both halves: nearby fingerprints get unrelated values.
-fn mix(value: u128) -> u64 {
-    crate::rng::mix((value as u64) ^ ((value >> 64) as u64).rotate_left(32))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_sample_does_not_depend_on_the_order_of_the_rows() {
-        let values: Vec<u128> = (0..5_000u128).map(|i| i * 7919).collect();
-        let sample = |order: &mut dyn Iterator<Item = u128>| {
-            let mut k = BottomK::new(100);
-            order.for_each(|v| k.offer(v));
-            let mut kept = k.into_values();
-            kept.sort_unstable();
-            kept
-        };
-        let forward = sample(&mut values.iter().copied());
-        assert_eq!(forward.len(), 100);
-        assert_eq!(forward, sample(&mut values.iter().rev().copied()));
-        // Sorted input (what a spilled grouping writes) still gives values from all over the
-        // range, not its start: a prefix of 100 would stop at 99 * 7919.
-        assert!(forward.iter().filter(|&&v| v > 2_500 * 7919).count() > 20);
-        // Fewer values than the size: all of them.
-        let mut few = BottomK::new(100);
-        (0..10u128).for_each(|v| few.offer(v));
-        let mut kept = few.into_values();
-        kept.sort_unstable();
-        assert_eq!(kept, (0..10u128).collect::<Vec<_>>());
-    }
 }

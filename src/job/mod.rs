@@ -19,6 +19,7 @@ pub mod matching;
 mod numbered_groups;
 mod paired_documents;
 pub mod params;
+pub mod plan_sample;
 pub mod source;
 pub mod stopwatch;
 pub mod summary;
