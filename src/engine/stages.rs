@@ -34,6 +34,8 @@ stages! {
     FINGERPRINTS = "02_fingerprints.sql";
     FINGERPRINTS_COUNTED = "02_fingerprints_counted.sql";
     FINGERPRINTS_INDEX = "02_fingerprints_index.sql";
+    CANDIDATES_FOUND = "03_candidates_found.sql";
+    CANDIDATES_IN_MEMORY = "03_candidates_in_memory.sql";
     CANDIDATES_INDEX = "03_candidates_index.sql";
     CANDIDATES_INDEX_JOIN = "03_candidates_index_join.sql";
     CANDIDATES_JOIN = "03_candidates_join.sql";

@@ -8,6 +8,7 @@ use crate::engine::stages::{self, Stage};
 use crate::error::{Error, Result};
 use crate::fingerprint::Width;
 use crate::index::batch::IndexedBatch;
+use crate::job::candidate_scan;
 use crate::job::choices::Matching;
 use crate::job::clustering;
 use crate::job::config::{JobConfig, PlanChoice};
@@ -128,7 +129,17 @@ pub async fn run_matching(
             report.estimated_candidates
         );
     }
+    // A run on its own in this process scans the tables in memory; the rest (a cluster, an
+    // index with batches, 128-bit fingerprints, `--matching join`, a pool without room) runs
+    // the SQL in passes.
+    let in_memory = !on_cluster
+        && against != Against::Index
+        && config.width == Width::Bits64
+        && config.matching == Matching::Scan;
     let passes = async {
+        if in_memory && candidate_scan::write(ctx, &bindings, &report.plan, config.k).await? {
+            return run_stage(ctx, &stages::CANDIDATES_TABLE, &bindings).await;
+        }
         let bar = crate::progress::StageBar::passes(report.passes as u64, !quiet);
         let per_pass = report.tables.div_ceil(report.passes.max(1));
         for pass in 0..report.passes {

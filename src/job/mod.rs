@@ -7,6 +7,7 @@
 //! deduplicated corpus (stage 6, here), the counts (`counts`), and the summary and the commit
 //! (`finish`), which adds the batch to a signature index last (`crate::index`).
 
+mod candidate_scan;
 pub mod choices;
 pub mod clustering;
 pub mod config;

@@ -321,6 +321,30 @@ impl AggregateUDFImpl for BandPairsFunc {
     }
 }
 
+/// The pairs among `fingerprints` within `k` bits that share table `band` (1-based) of `plan`
+/// and no earlier table, added to `pairs`: what the aggregate gives one group, for a caller
+/// that gathers the groups itself (`crate::job::candidate_scan`). Each pair is (smaller,
+/// larger). `fingerprints` comes back sorted by the table's bits, its memory kept for reuse.
+pub(crate) fn pairs_of_group(
+    fingerprints: &mut Vec<u64>,
+    band: usize,
+    k: u32,
+    plan: &str,
+    pairs: &mut Vec<(u64, u64)>,
+) -> Result<()> {
+    let mut group = BandPairs::<u64> {
+        fingerprints: std::mem::take(fingerprints),
+        band: i64::try_from(band).ok(),
+        k: Some(i64::from(k)),
+        plan: Some(plan.to_string()),
+        ..BandPairs::default()
+    };
+    let found = group.pairs();
+    *fingerprints = std::mem::take(&mut group.fingerprints);
+    pairs.extend(found?);
+    Ok(())
+}
+
 /// The fingerprints of one group, and the band, k and plan they are compared at.
 #[derive(Debug)]
 struct BandPairs<F> {

@@ -16,8 +16,8 @@ use datafusion::execution::FunctionRegistry;
 use datafusion::logical_expr::ScalarUDF;
 
 pub use band_key::{band_key_udf, shared_band_udf};
-pub(crate) use band_pairs::FingerprintColumn;
 pub use band_pairs::band_pairs_udaf;
+pub(crate) use band_pairs::{FingerprintColumn, pairs_of_group};
 pub use bits::{signed_bits_udf, unsigned_bits_udf};
 pub use bucket::bucket_udf;
 pub use hamming::hamming_udf;

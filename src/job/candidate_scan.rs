@@ -1,0 +1,292 @@
+//! Stage 3 in this process: the candidate pairs by `band_pairs`'s own sort-and-scan, over the
+//! distinct fingerprints read into memory once (sql/03_candidates_in_memory.sql), instead of
+//! the aggregate of sql/03_candidates_scan.sql. The aggregate copies every row four times
+//! (into its partial groups, out as lists, through the repartition, into the final groups)
+//! and runs a pass per `ROWS_PER_PASS` rows; here each core takes a table of the plan, cuts
+//! it into key slices (equal keys share a slice) and sorts and scans each slice, and a pair is
+//! kept only in the first table it shares, as there. The same pairs, written by
+//! sql/03_candidates_found.sql.
+//!
+//! The memory is the fingerprints (8 bytes each) and, per core, one table's slices (8 bytes a
+//! fingerprint again), counted against the session's pool: where the pool refuses them, the
+//! aggregate runs instead, in passes that bound what it holds.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, RecordBatch, UInt8Array, UInt64Array};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, UInt64Type};
+use datafusion::catalog::MemTable;
+use datafusion::error::{DataFusionError, Result as DataFusionResult};
+use datafusion::prelude::SessionContext;
+use tokio::task::JoinSet;
+
+use crate::engine::sql::{Bindings, run_stage, stage_frame};
+use crate::engine::stages;
+use crate::error::{Error, QueryContext, Result};
+use crate::job::value_buckets;
+use crate::plan::BandPlan;
+use crate::udf::pairs_of_group;
+
+/// The table sql/03_candidates_found.sql reads.
+const TABLE: &str = "found_candidates";
+
+/// Key slices per table, as sql/03_candidates_scan.sql's groups: a slice of 100M fingerprints
+/// is 3 MB, so its sort stays in a core's cache. A power of two.
+const SLICES: usize = 256;
+
+/// Rows per batch of `TABLE`.
+const BATCH_ROWS: usize = 1 << 20;
+
+/// Writes the candidate pairs of `plan` within `k` into the candidate pairs' folder. False,
+/// with nothing written, when the pool has no room for the fingerprints and the slices: the
+/// aggregate must run.
+pub async fn write(ctx: &SessionContext, bindings: &Bindings, plan: &str, k: u32) -> Result<bool> {
+    let name = stages::CANDIDATES_IN_MEMORY.name;
+    let what = || name.to_string();
+    let frame = stage_frame(ctx, &stages::CANDIDATES_IN_MEMORY, bindings).await?;
+    let Some(gathered) = value_buckets::gather(ctx, frame, name, "candidate scan", values).await?
+    else {
+        return Ok(false);
+    };
+    let parsed = BandPlan::cached(plan, 64).map_err(|e| Error::Internal(format!("{name}: {e}")))?;
+    let tables = parsed.tables();
+    let cores = ctx
+        .copied_config()
+        .target_partitions()
+        .clamp(1, tables.max(1));
+    let fingerprints: Vec<Vec<u64>> = gathered.buckets.into_iter().flatten().collect();
+    let count: usize = fingerprints.iter().map(Vec::len).sum();
+    // Each core holds one table's slices at a time, a copy of every fingerprint.
+    let slices = gathered.reservation.new_empty();
+    if slices.try_grow(cores * count * size_of::<u64>()).is_err() {
+        return Ok(false);
+    }
+    let fingerprints = Arc::new(fingerprints);
+    let next_table = Arc::new(AtomicUsize::new(1));
+    let mut scans = JoinSet::new();
+    for _ in 0..cores {
+        let (fingerprints, next_table) = (Arc::clone(&fingerprints), Arc::clone(&next_table));
+        let (plan, mask_of) = (plan.to_string(), Arc::clone(&parsed));
+        // One set of slices per core, refilled for each table, and taken here rather than on
+        // the blocking thread: glibc gives freed memory back to the arena of the thread that
+        // took it, and the runtime's threads, which run the later stages, take it again. Taken
+        // on the blocking threads, the slices' memory stayed with them and the later stages'
+        // peak rose by about as much (0.5 GiB at 100M fingerprints).
+        let mut slices: Vec<Vec<u64>> = (0..SLICES)
+            .map(|_| Vec::with_capacity(slice_capacity(count)))
+            .collect();
+        scans.spawn_blocking(move || {
+            let mut found = Vec::new();
+            loop {
+                let table = next_table.fetch_add(1, Ordering::Relaxed);
+                let Some(mask) = mask_of.mask(table) else {
+                    return Ok::<_, DataFusionError>(found);
+                };
+                fill_slices(&mut slices, &fingerprints, mask as u64, count);
+                for slice in &mut slices {
+                    pairs_of_group(slice, table, k, &plan, &mut found)?;
+                }
+            }
+        });
+    }
+    let mut pairs = Vec::new();
+    while let Some(done) = scans.join_next().await {
+        let done = done.map_err(|e| Error::Internal(format!("{name}: {e}")))?;
+        pairs.extend(done.context(what)?);
+    }
+    drop(slices);
+    drop(fingerprints);
+    drop(gathered.reservation);
+    let table = found_table(&pairs).context(what)?;
+    ctx.register_table(TABLE, Arc::new(table)).context(what)?;
+    let written = run_stage(ctx, &stages::CANDIDATES_FOUND, bindings).await;
+    ctx.deregister_table(TABLE).context(what)?;
+    written.map(|()| true)
+}
+
+/// A batch's fingerprints into `into` (the table has no NULL; any is left out).
+fn values(batch: &RecordBatch, into: &mut Vec<u64>) -> DataFusionResult<bool> {
+    let column = batch.column(0).as_primitive::<UInt64Type>();
+    if column.null_count() == 0 {
+        into.extend_from_slice(column.values());
+    } else {
+        into.extend(column.iter().flatten());
+    }
+    Ok(true)
+}
+
+/// The fingerprints cut into `slices` by a hash of the bits under `mask`: fingerprints that
+/// agree on the table's bits share a slice.
+fn fill_slices(slices: &mut [Vec<u64>], fingerprints: &[Vec<u64>], mask: u64, count: usize) {
+    for slice in slices.iter_mut() {
+        slice.clear();
+        slice.reserve(slice_capacity(count));
+    }
+    for &fingerprint in fingerprints.iter().flatten() {
+        // The top byte of a multiplicative hash: a table's bits may all sit in one byte of the
+        // fingerprint, which the key's own low bits would leave in one slice.
+        let hashed = (fingerprint & mask).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let slice = (hashed >> (64 - SLICES.trailing_zeros())) as usize;
+        slices[slice].push(fingerprint);
+    }
+}
+
+/// Room for a slice of `count` fingerprints: its share and an eighth more, which random
+/// fingerprints stay within.
+fn slice_capacity(count: usize) -> usize {
+    count / SLICES + count / (SLICES * 8) + 16
+}
+
+/// The pairs as the table sql/03_candidates_found.sql reads, with their distance.
+fn found_table(pairs: &[(u64, u64)]) -> DataFusionResult<MemTable> {
+    // Nullable, as the aggregate's columns are: the outputs' schemas carry it through.
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("simhash_a", DataType::UInt64, true),
+        Field::new("simhash_b", DataType::UInt64, true),
+        Field::new("distance", DataType::UInt8, true),
+    ]));
+    let mut batches = Vec::new();
+    for chunk in pairs.chunks(BATCH_ROWS) {
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(UInt64Array::from_iter_values(chunk.iter().map(|p| p.0))),
+            Arc::new(UInt64Array::from_iter_values(chunk.iter().map(|p| p.1))),
+            Arc::new(UInt8Array::from_iter_values(
+                chunk.iter().map(|p| (p.0 ^ p.1).count_ones() as u8),
+            )),
+        ];
+        batches.push(RecordBatch::try_new(Arc::clone(&schema), columns)?);
+    }
+    MemTable::try_new(schema, vec![batches])
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+    use crate::engine::sql::folder_literal;
+    use crate::job::test_session;
+    use crate::rng::SplitMix64;
+    use crate::storage::Place;
+
+    /// Random fingerprints with neighbours planted 0 to `k` + 2 bits from earlier ones, and a
+    /// few that share one table's bits exactly (a large run in one slice).
+    fn fingerprints(count: usize, k: u32, seed: u64) -> Vec<u64> {
+        let mut random = SplitMix64(seed);
+        let mut values: Vec<u64> = Vec::with_capacity(count);
+        while values.len() < count {
+            let value = match (values.len(), random.below(4)) {
+                (0, _) | (_, 0 | 1) => random.next_u64(),
+                (n, 2) => {
+                    let mut near = values[random.below(n)];
+                    for _ in 0..random.below(k as usize + 3) {
+                        near ^= 1 << random.below(64);
+                    }
+                    near
+                }
+                _ => 0xABCD_0000_0000_0000 | (random.next_u64() >> 16),
+            };
+            values.push(value);
+        }
+        values.sort_unstable();
+        values.dedup();
+        values
+    }
+
+    /// Every pair within `k`, by comparing all of them: the oracle.
+    fn all_pairs(values: &[u64], k: u32) -> BTreeSet<(u64, u64, u8)> {
+        let mut pairs = BTreeSet::new();
+        for (i, &a) in values.iter().enumerate() {
+            for &b in &values[i + 1..] {
+                let distance = (a ^ b).count_ones();
+                if distance <= k {
+                    pairs.insert((a.min(b), a.max(b), distance as u8));
+                }
+            }
+        }
+        pairs
+    }
+
+    #[tokio::test]
+    async fn every_pair_within_k_once_against_all_pairs() {
+        for (plan, k) in [("bands:4", 3), ("permutation:6:4", 4), ("bands:4", 1)] {
+            let values = fingerprints(3000, k, 11 + u64::from(k));
+            let expected = all_pairs(&values, k);
+            assert!(expected.len() > 100, "{plan}: {} pairs", expected.len());
+            let dir = tempfile::tempdir().unwrap();
+            let found = candidate_pairs(&values, plan, k, None, dir.path()).await;
+            assert_eq!(
+                found,
+                Some(expected.into_iter().collect()),
+                "{plan} k = {k}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn without_room_in_the_pool_nothing_is_written() {
+        let values = fingerprints(3000, 3, 5);
+        let dir = tempfile::tempdir().unwrap();
+        // Room for the fingerprints but not for the slices of two cores.
+        let pool = Some(values.len() * 8 * 2);
+        assert_eq!(
+            candidate_pairs(&values, "bands:4", 3, pool, dir.path()).await,
+            None
+        );
+        assert!(!dir.path().join("candidate_pairs").exists());
+    }
+
+    /// Runs `write` over `values` as the `fingerprints` table, in two partitions; the pairs it
+    /// wrote as (simhash_a, simhash_b, distance), in order, or None when it gave up.
+    async fn candidate_pairs(
+        values: &[u64],
+        plan: &str,
+        k: u32,
+        pool: Option<usize>,
+        dir: &std::path::Path,
+    ) -> Option<Vec<(u64, u64, u8)>> {
+        let ctx = test_session::context(pool);
+        let schema = Arc::new(Schema::new(vec![Field::new(
+            "simhash",
+            DataType::UInt64,
+            false,
+        )]));
+        let half = values.len() / 2;
+        let partitions = [&values[..half], &values[half..]]
+            .into_iter()
+            .map(|part| {
+                let column: ArrayRef = Arc::new(UInt64Array::from(part.to_vec()));
+                vec![RecordBatch::try_new(Arc::clone(&schema), vec![column]).unwrap()]
+            })
+            .collect();
+        let table = MemTable::try_new(schema, partitions).unwrap();
+        ctx.register_table("fingerprints", Arc::new(table)).unwrap();
+        let folder = Place::Local(dir.join("candidate_pairs"));
+        let mut bindings = Bindings::default();
+        bindings
+            .set("candidate_pairs_dir", folder_literal(&folder))
+            .set("work_table_options", test_session::work_table_options());
+        if !write(&ctx, &bindings, plan, k).await.unwrap() {
+            return None;
+        }
+        let folder = format!("{}/", dir.join("candidate_pairs").display());
+        ctx.register_parquet("written", &folder, Default::default())
+            .await
+            .unwrap();
+        let read = "SELECT simhash_a, simhash_b, distance FROM written ORDER BY 1, 2";
+        let batches = ctx.sql(read).await.unwrap().collect().await.unwrap();
+        let mut rows = Vec::new();
+        for batch in batches {
+            let a = batch.column(0).as_primitive::<UInt64Type>();
+            let b = batch.column(1).as_primitive::<UInt64Type>();
+            let d = batch
+                .column(2)
+                .as_primitive::<datafusion::arrow::datatypes::UInt8Type>();
+            for row in 0..batch.num_rows() {
+                rows.push((a.value(row), b.value(row), d.value(row)));
+            }
+        }
+        Some(rows)
+    }
+}
