@@ -1,4 +1,6 @@
--- Stage 3, strategy `scan` (the default): pairs of distinct fingerprints within distance ${k},
+-- Stage 3, strategy `scan` (the default) where it is not found in memory (on a cluster, against
+-- an index, at 128 bits, or without room in the pool; sql/03_candidates_in_memory.sql): pairs
+-- of distinct fingerprints within distance ${k},
 -- table by table of the band plan ${plan}, with a sort-and-scan inside each group of rows that
 -- can share a key. Run once per pass over tables ${band_from} to ${band_to} - 1, so that the rows
 -- held at once stay bounded whatever the number of tables. The pass's tables are a small list

@@ -12,7 +12,8 @@ use crate::engine::stages::{self, Stage};
 )]
 #[serde(rename_all = "snake_case")]
 pub enum Matching {
-    /// Group each table's rows, sort each group and compare within runs of equal keys.
+    /// Group each table's rows, sort each group and compare within runs of equal keys (in
+    /// memory in one process, by an aggregate on a cluster).
     Scan,
     /// A hash self-join on each table's key with the Hamming filter in the join.
     Join,

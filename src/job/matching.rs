@@ -135,7 +135,8 @@ pub async fn run_matching(
     let in_memory = !on_cluster
         && against != Against::Index
         && config.width == Width::Bits64
-        && config.matching == Matching::Scan;
+        && config.matching == Matching::Scan
+        && !candidates_in_sql();
     let passes = async {
         if in_memory && candidate_scan::write(ctx, &bindings, &report.plan, config.k).await? {
             return run_stage(ctx, &stages::CANDIDATES_TABLE, &bindings).await;
@@ -222,6 +223,12 @@ async fn choose_plan(
 pub fn passes(n: u64, tables: usize) -> (usize, usize) {
     let per_pass = (rows_per_pass() / n.max(1)).clamp(1, tables.max(1) as u64) as usize;
     (per_pass, tables.div_ceil(per_pass))
+}
+
+/// `NEARDUP_CANDIDATES=sql`, a test hook: the candidates by the SQL aggregate, in passes, as a
+/// cluster finds them, rather than in memory.
+fn candidates_in_sql() -> bool {
+    std::env::var("NEARDUP_CANDIDATES").is_ok_and(|v| v == "sql")
 }
 
 /// `ROWS_PER_PASS`, or `NEARDUP_ROWS_PER_PASS` (a test hook: small values force many passes).

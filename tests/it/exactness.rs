@@ -173,7 +173,8 @@ fn cases() -> Vec<Case> {
         (3, "join", "auto", None, "all"),
         (7, "join", "mih", None, "all"),
         (2, "scan", "bands:4", None, "all"),
-        // A few tables per pass: the pairs of many passes make one table.
+        // The SQL aggregate a cluster runs, a few tables per pass: the pairs of many passes
+        // make one table. (The other `scan` cases find them in memory.)
         (6, "scan", "permutation", Some("20000"), "all"),
         // Star pairs: a subset of the pairs that connects the same groups.
         (3, "scan", "auto", None, "star"),
@@ -208,7 +209,9 @@ async fn pairs_and_groups_equal_brute_force_for_every_k_plan_and_strategy() {
             "--quiet",
         ]);
         if let Some(rows) = rows_per_pass {
-            command.env("NEARDUP_ROWS_PER_PASS", rows);
+            command
+                .env("NEARDUP_ROWS_PER_PASS", rows)
+                .env("NEARDUP_CANDIDATES", "sql");
         }
         let out = command.output().unwrap();
         assert!(
