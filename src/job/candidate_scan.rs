@@ -14,8 +14,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, RecordBatch, UInt8Array, UInt64Array};
-use datafusion::arrow::datatypes::{DataType, Field, Schema, UInt64Type};
+use datafusion::arrow::array::{ArrayRef, RecordBatch, UInt8Array, UInt64Array};
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::catalog::MemTable;
 use datafusion::error::{DataFusionError, Result as DataFusionResult};
 use datafusion::prelude::SessionContext;
@@ -45,7 +45,8 @@ pub async fn write(ctx: &SessionContext, bindings: &Bindings, plan: &str, k: u32
     let name = stages::CANDIDATES_IN_MEMORY.name;
     let what = || name.to_string();
     let frame = stage_frame(ctx, &stages::CANDIDATES_IN_MEMORY, bindings).await?;
-    let Some(gathered) = value_buckets::gather(ctx, frame, name, "candidate scan", values).await?
+    let Some(gathered) =
+        value_buckets::gather(ctx, frame, name, "candidate scan", value_buckets::unsigned).await?
     else {
         return Ok(false);
     };
@@ -105,17 +106,6 @@ pub async fn write(ctx: &SessionContext, bindings: &Bindings, plan: &str, k: u32
     written.map(|()| true)
 }
 
-/// A batch's fingerprints into `into` (the table has no NULL; any is left out).
-fn values(batch: &RecordBatch, into: &mut Vec<u64>) -> DataFusionResult<bool> {
-    let column = batch.column(0).as_primitive::<UInt64Type>();
-    if column.null_count() == 0 {
-        into.extend_from_slice(column.values());
-    } else {
-        into.extend(column.iter().flatten());
-    }
-    Ok(true)
-}
-
 /// The fingerprints cut into `slices` by a hash of the bits under `mask`: fingerprints that
 /// agree on the table's bits share a slice.
 fn fill_slices(slices: &mut [Vec<u64>], fingerprints: &[Vec<u64>], mask: u64, count: usize) {
@@ -163,6 +153,9 @@ fn found_table(pairs: &[(u64, u64)]) -> DataFusionResult<MemTable> {
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeSet;
+
+    use datafusion::arrow::array::AsArray;
+    use datafusion::arrow::datatypes::{UInt8Type, UInt64Type};
 
     use super::*;
     use crate::engine::sql::folder_literal;
@@ -280,9 +273,7 @@ mod tests {
         for batch in batches {
             let a = batch.column(0).as_primitive::<UInt64Type>();
             let b = batch.column(1).as_primitive::<UInt64Type>();
-            let d = batch
-                .column(2)
-                .as_primitive::<datafusion::arrow::datatypes::UInt8Type>();
+            let d = batch.column(2).as_primitive::<UInt8Type>();
             for row in 0..batch.num_rows() {
                 rows.push((a.value(row), b.value(row), d.value(row)));
             }

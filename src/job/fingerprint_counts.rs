@@ -8,8 +8,8 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, AsArray, Int64Array, RecordBatch, UInt64Array};
-use datafusion::arrow::datatypes::{DataType, Field, Schema, UInt64Type};
+use datafusion::arrow::array::{Array, Int64Array, RecordBatch, UInt64Array};
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::catalog::MemTable;
 use datafusion::error::Result as DataFusionResult;
 use datafusion::prelude::SessionContext;
@@ -40,7 +40,14 @@ pub async fn write(
     let sortable = !on_cluster && values.schema().field(0).data_type() == &DataType::UInt64;
     let name = stages::FINGERPRINT_VALUES.name;
     let gathered = if sortable {
-        value_buckets::gather(ctx, values, name, "fingerprint counts", fingerprints).await?
+        value_buckets::gather(
+            ctx,
+            values,
+            name,
+            "fingerprint counts",
+            value_buckets::unsigned,
+        )
+        .await?
     } else {
         None
     };
@@ -76,17 +83,6 @@ pub async fn write(
     let written = run_stage(ctx, &stages::FINGERPRINTS_COUNTED, bindings).await;
     ctx.deregister_table(TABLE).context(what)?;
     written.map(|()| Some(sample.into_values()))
-}
-
-/// A batch's fingerprints into `values` (the query leaves NULLs out).
-fn fingerprints(batch: &RecordBatch, values: &mut Vec<u64>) -> DataFusionResult<bool> {
-    let column = batch.column(0).as_primitive::<UInt64Type>();
-    if column.null_count() == 0 {
-        values.extend_from_slice(column.values());
-    } else {
-        values.extend(column.iter().flatten());
-    }
-    Ok(true)
 }
 
 /// Each distinct value of sorted `values` with how often it occurs, in batches of `schema`, and
@@ -128,7 +124,8 @@ fn batch(
 
 #[cfg(test)]
 mod tests {
-    use datafusion::arrow::array::{BooleanArray, FixedSizeBinaryArray, StringArray};
+    use datafusion::arrow::array::{AsArray, BooleanArray, FixedSizeBinaryArray, StringArray};
+    use datafusion::arrow::datatypes::UInt64Type;
 
     use super::*;
     use crate::engine::sql::folder_literal;

@@ -7,6 +7,8 @@
 
 use std::sync::Arc;
 
+use datafusion::arrow::array::{Array, AsArray};
+use datafusion::arrow::datatypes::UInt64Type;
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::error::{DataFusionError, Result as DataFusionResult};
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
@@ -83,6 +85,18 @@ pub async fn gather(
         buckets: all,
         reservation,
     }))
+}
+
+/// For `gather`: a batch's first column, UInt64 (the fingerprints), into `values`; NULLs left
+/// out.
+pub fn unsigned(batch: &RecordBatch, values: &mut Vec<u64>) -> DataFusionResult<bool> {
+    let column = batch.column(0).as_primitive::<UInt64Type>();
+    if column.null_count() == 0 {
+        values.extend_from_slice(column.values());
+    } else {
+        values.extend(column.iter().flatten());
+    }
+    Ok(true)
 }
 
 /// The bucket of `value` among `count`: by its top bits, a multiply and a shift.

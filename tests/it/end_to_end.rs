@@ -474,7 +474,7 @@ async fn quiet_and_one_thread_give_the_same_groups() {
     let log = stderr(&verbose);
     assert!(verbose.status.success(), "{log}");
     assert!(
-        log.contains("sql/03_candidates_scan.sql, statement 2:\nCOPY"),
+        log.contains("sql/03_candidates_found.sql, statement 1:\nCOPY"),
         "{log}"
     );
     assert!(log.contains("<- chosen"), "{log}");

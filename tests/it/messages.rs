@@ -292,8 +292,9 @@ fn a_full_temporary_folder_is_named_with_tmpdir() {
         "--output",
         path_str(&fingerprints),
     ]);
-    // At the floor and on two partitions the first aggregate (the check for repeated ids)
-    // spills, into the full TMPDIR. Not fewer: 20,000, the count this test had, stopped
+    // At the floor and on two partitions the candidates' aggregate spills, into the full
+    // TMPDIR (`NEARDUP_CANDIDATES=sql`: in memory, the candidates of so few fingerprints fit
+    // the pool and nothing spills). Not fewer: 20,000, the count this test had, stopped
     // spilling at all when the document pairs' plan changed, and 25,000 spill only in the
     // groups stage.
     let result = Command::new(env!("CARGO_BIN_EXE_neardup"))
@@ -310,6 +311,7 @@ fn a_full_temporary_folder_is_named_with_tmpdir() {
             "--quiet",
         ])
         .env("TMPDIR", full.path())
+        .env("NEARDUP_CANDIDATES", "sql")
         .output()
         .expect("the neardup binary runs");
     let message = stderr(&result);
