@@ -43,7 +43,7 @@ pub async fn sample_fingerprints(ctx: &SessionContext, width: Width) -> Result<V
 /// The `size` values with the smallest `mix`, whatever order they are offered in. A value whose
 /// mix is above the largest kept is turned away by one comparison; the others are kept until
 /// there are twice `size`, then cut back to the smallest `size`. The fingerprints stage offers
-/// every distinct fingerprint, where a heap's replacements cost 10 ns a value (3 with this).
+/// every distinct fingerprint, where a heap cost about 10 ns a value (about 4 with this).
 pub struct BottomK {
     size: usize,
     /// (mix, value): at least the `size` smallest of those offered, at most twice as many.
