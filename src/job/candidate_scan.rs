@@ -8,18 +8,26 @@
 //! sql/03_candidates_found.sql.
 //!
 //! The memory is the fingerprints (8 bytes each) and, per core, one table's slices (8 bytes a
-//! fingerprint again), counted against the session's pool: where the pool refuses them, the
-//! aggregate runs instead, in passes that bound what it holds. The pairs found (16 bytes each)
-//! are held until they are written, outside the pool.
+//! fingerprint again) and the pairs on their way to the writer, counted against the session's
+//! pool: where the pool refuses them, the aggregate runs instead, in passes that bound what it
+//! holds. Each core hands its pairs to the writer in batches as it finds them
+//! (sql/03_candidates_found.sql reads them as a stream): held until the end, the pairs of ten
+//! million generated documents (67 million, 16 bytes each, and their batches) raised the peak
+//! by more than a GiB.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use datafusion::arrow::array::{ArrayRef, RecordBatch, UInt8Array, UInt64Array};
+use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
-use datafusion::catalog::MemTable;
+use datafusion::catalog::streaming::StreamingTable;
 use datafusion::error::{DataFusionError, Result as DataFusionResult};
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::streaming::PartitionStream;
 use datafusion::prelude::SessionContext;
+use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use crate::engine::sql::{Bindings, run_stage, stage_frame};
@@ -37,8 +45,16 @@ const TABLE: &str = "found_candidates";
 /// is 3 MB, so its sort stays in a core's cache. A power of two.
 const SLICES: usize = 256;
 
-/// Rows per batch of `TABLE`.
-const BATCH_ROWS: usize = 1 << 20;
+/// Pairs a core gathers before it hands them to the writer as a batch of `TABLE` (a few in
+/// tests, so that a core sends many).
+const BATCH_ROWS: usize = if cfg!(test) { 16 } else { 1 << 20 };
+
+/// Batches a core may have waiting for the writer before it waits itself.
+const BATCHES_WAITING: usize = 2;
+
+/// Bytes of a batch of `BATCH_ROWS` pairs (two fingerprints and a distance each), and of the
+/// pairs gathered for it.
+const BATCH_BYTES: usize = BATCH_ROWS * (8 + 8 + 1 + 16);
 
 /// Writes the candidate pairs of `plan` within `k` into the candidate pairs' folder. False,
 /// with nothing written, when the pool has no room for the fingerprints and the slices: the
@@ -60,19 +76,24 @@ pub async fn write(ctx: &SessionContext, bindings: &Bindings, plan: &str, k: u32
         .clamp(1, tables.max(1));
     let fingerprints: Vec<Vec<u64>> = gathered.buckets.into_iter().flatten().collect();
     let count: usize = fingerprints.iter().map(Vec::len).sum();
-    // Each core holds one table's slices at a time, a copy of every fingerprint.
+    // Each core holds one table's slices at a time, a copy of every fingerprint, and its pairs
+    // gathering or waiting for the writer.
     let slices_memory = gathered.reservation.new_empty();
-    if slices_memory
-        .try_grow(cores * count * size_of::<u64>())
-        .is_err()
-    {
+    let per_core = count * size_of::<u64>() + (BATCHES_WAITING + 2) * BATCH_BYTES;
+    if slices_memory.try_grow(cores * per_core).is_err() {
         return Ok(false);
     }
     let fingerprints = Arc::new(fingerprints);
     let next_table = Arc::new(AtomicUsize::new(1));
     let mut scans = JoinSet::new();
+    let mut streams: Vec<Arc<dyn PartitionStream>> = Vec::with_capacity(cores);
     for _ in 0..cores {
         let (fingerprints, next_table) = (Arc::clone(&fingerprints), Arc::clone(&next_table));
+        let (sender, receiver) = mpsc::channel(BATCHES_WAITING);
+        streams.push(Arc::new(FoundPairs {
+            schema: found_schema(),
+            receiver: std::sync::Mutex::new(Some(receiver)),
+        }));
         let (plan, mask_of) = (plan.to_string(), Arc::clone(&parsed));
         // One set of slices per core, refilled for each table, and taken here rather than on
         // the blocking thread: glibc gives freed memory back to the arena of the thread that
@@ -83,33 +104,82 @@ pub async fn write(ctx: &SessionContext, bindings: &Bindings, plan: &str, k: u32
             .map(|_| Vec::with_capacity(slice_capacity(count)))
             .collect();
         scans.spawn_blocking(move || {
-            let mut found = Vec::new();
-            loop {
+            let mut found = Vec::with_capacity(BATCH_ROWS);
+            let scanned = (|| loop {
                 let table = next_table.fetch_add(1, Ordering::Relaxed);
                 let Some(mask) = mask_of.mask(table) else {
-                    return Ok::<_, DataFusionError>(found);
+                    return Ok(());
                 };
                 fill_slices(&mut slices, &fingerprints, mask as u64, count);
                 for slice in &mut slices {
                     pairs_of_group(slice, table, k, &plan, &mut found)?;
+                    if found.len() >= BATCH_ROWS && !send(&sender, &mut found) {
+                        return Ok(());
+                    }
                 }
-            }
+            })();
+            // The last pairs, or the error, which fails the statement that reads them. A send
+            // that fails means the statement has ended (its own error says why).
+            match scanned {
+                Ok(()) if !found.is_empty() => send(&sender, &mut found),
+                Ok(()) => true,
+                Err(e) => sender.blocking_send(Err(e)).is_ok(),
+            };
         });
     }
-    // Each core's pairs as it found them: put together in one vector they were copied once more.
-    let mut pairs = Vec::with_capacity(cores);
+    let table = StreamingTable::try_new(found_schema(), streams).context(what)?;
+    ctx.register_table(TABLE, Arc::new(table)).context(what)?;
+    let written = run_stage(ctx, &stages::CANDIDATES_FOUND, bindings).await;
+    // Dropping the table drops the receivers, so that a scan waiting to send ends.
+    ctx.deregister_table(TABLE).context(what)?;
     while let Some(done) = scans.join_next().await {
-        let done = done.map_err(|e| Error::Internal(format!("{name}: {e}")))?;
-        pairs.push(done.context(what)?);
+        done.map_err(|e| Error::Internal(format!("{name}: {e}")))?;
     }
     drop(slices_memory);
     drop(fingerprints);
     drop(gathered.reservation);
-    let table = found_table(&pairs).context(what)?;
-    ctx.register_table(TABLE, Arc::new(table)).context(what)?;
-    let written = run_stage(ctx, &stages::CANDIDATES_FOUND, bindings).await;
-    ctx.deregister_table(TABLE).context(what)?;
     written.map(|()| true)
+}
+
+/// Hands `found` to the writer as a batch and empties it; false when the writer has gone.
+fn send(sender: &mpsc::Sender<DataFusionResult<RecordBatch>>, found: &mut Vec<(u64, u64)>) -> bool {
+    let batch = found_batch(found);
+    found.clear();
+    sender.blocking_send(batch).is_ok()
+}
+
+/// One core's pairs as `TABLE` streams them: the batches its scan sends.
+#[derive(Debug)]
+struct FoundPairs {
+    schema: SchemaRef,
+    /// Taken by the one statement that reads the table.
+    receiver: std::sync::Mutex<Option<mpsc::Receiver<DataFusionResult<RecordBatch>>>>,
+}
+
+impl PartitionStream for FoundPairs {
+    fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    fn execute(&self, _ctx: Arc<TaskContext>) -> SendableRecordBatchStream {
+        let receiver = self
+            .receiver
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take();
+        let batches = futures::stream::unfold(receiver, |receiver| async move {
+            let Some(mut receiver) = receiver else {
+                let read_twice = DataFusionError::Internal(format!("{TABLE} read twice"));
+                return Some((Err(read_twice), None));
+            };
+            let batch = receiver.recv().await?;
+            Some((batch, Some(receiver)))
+        });
+        Box::pin(RecordBatchStreamAdapter::new(
+            Arc::clone(&self.schema),
+            batches,
+        ))
+    }
 }
 
 /// The fingerprints cut into `slices` by a hash of the bits under `mask`: fingerprints that
@@ -134,26 +204,26 @@ fn slice_capacity(count: usize) -> usize {
     count / SLICES + count / (SLICES * 8) + 16
 }
 
-/// The pairs as the table sql/03_candidates_found.sql reads, with their distance.
-fn found_table(pairs: &[Vec<(u64, u64)>]) -> DataFusionResult<MemTable> {
-    // Nullable, as the aggregate's columns are: the outputs' schemas carry it through.
-    let schema = Arc::new(Schema::new(vec![
+/// The columns of `TABLE`. Nullable, as the aggregate's are: the outputs' schemas carry it
+/// through.
+fn found_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
         Field::new("simhash_a", DataType::UInt64, true),
         Field::new("simhash_b", DataType::UInt64, true),
         Field::new("distance", DataType::UInt8, true),
-    ]));
-    let mut batches = Vec::new();
-    for chunk in pairs.iter().flat_map(|found| found.chunks(BATCH_ROWS)) {
-        let columns: Vec<ArrayRef> = vec![
-            Arc::new(UInt64Array::from_iter_values(chunk.iter().map(|p| p.0))),
-            Arc::new(UInt64Array::from_iter_values(chunk.iter().map(|p| p.1))),
-            Arc::new(UInt8Array::from_iter_values(
-                chunk.iter().map(|p| hamming(p.0, p.1) as u8),
-            )),
-        ];
-        batches.push(RecordBatch::try_new(Arc::clone(&schema), columns)?);
-    }
-    MemTable::try_new(schema, vec![batches])
+    ]))
+}
+
+/// Pairs as a batch of `TABLE`, with their distance.
+fn found_batch(pairs: &[(u64, u64)]) -> DataFusionResult<RecordBatch> {
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(UInt64Array::from_iter_values(pairs.iter().map(|p| p.0))),
+        Arc::new(UInt64Array::from_iter_values(pairs.iter().map(|p| p.1))),
+        Arc::new(UInt8Array::from_iter_values(
+            pairs.iter().map(|p| hamming(p.0, p.1) as u8),
+        )),
+    ];
+    Ok(RecordBatch::try_new(found_schema(), columns)?)
 }
 
 #[cfg(test)]
@@ -162,6 +232,7 @@ mod tests {
 
     use datafusion::arrow::array::AsArray;
     use datafusion::arrow::datatypes::{UInt8Type, UInt64Type};
+    use datafusion::catalog::MemTable;
 
     use super::*;
     use crate::engine::sql::folder_literal;
@@ -212,7 +283,12 @@ mod tests {
         for (plan, k) in [("bands:4", 3), ("permutation:6:4", 4), ("bands:4", 1)] {
             let values = fingerprints(3000, k, 11 + u64::from(k));
             let expected = all_pairs(&values, k);
-            assert!(expected.len() > 100, "{plan}: {} pairs", expected.len());
+            // Enough for each core to send several batches.
+            assert!(
+                expected.len() > 8 * BATCH_ROWS,
+                "{plan}: {} pairs",
+                expected.len()
+            );
             let dir = tempfile::tempdir().unwrap();
             let found = candidate_pairs(&values, plan, k, None, dir.path()).await;
             assert_eq!(
