@@ -13,7 +13,8 @@
 //! holds. Each core hands its pairs to the writer in batches as it finds them
 //! (sql/03_candidates_found.sql reads them as a stream): held until the end, the pairs of ten
 //! million generated documents (67 million, 16 bytes each, and their batches) raised the peak
-//! by more than a GiB.
+//! by 0.85 GiB. What the pool does not see: the pairs of one slice beyond a batch's worth (many
+//! near copies sharing one table's key), gathered whole before they are sent.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -27,6 +28,7 @@ use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::streaming::PartitionStream;
 use datafusion::prelude::SessionContext;
+use futures::StreamExt;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
@@ -52,13 +54,12 @@ const BATCH_ROWS: usize = if cfg!(test) { 16 } else { 1 << 20 };
 /// Batches a core may have waiting for the writer before it waits itself.
 const BATCHES_WAITING: usize = 2;
 
-/// Bytes of a batch of `BATCH_ROWS` pairs (two fingerprints and a distance each), and of the
-/// pairs gathered for it.
-const BATCH_BYTES: usize = BATCH_ROWS * (8 + 8 + 1 + 16);
+/// Bytes of a pair in a batch (two fingerprints and a distance) and while gathered for it.
+const PAIR_BYTES: usize = 8 + 8 + 1 + 16;
 
 /// Writes the candidate pairs of `plan` within `k` into the candidate pairs' folder. False,
-/// with nothing written, when the pool has no room for the fingerprints and the slices: the
-/// aggregate must run.
+/// with nothing written, when the pool has no room for the fingerprints, the slices, the pairs
+/// on their way and the writer: the aggregate must run.
 pub async fn write(ctx: &SessionContext, bindings: &Bindings, plan: &str, k: u32) -> Result<bool> {
     let name = stages::CANDIDATES_IN_MEMORY.name;
     let what = || name.to_string();
@@ -77,12 +78,20 @@ pub async fn write(ctx: &SessionContext, bindings: &Bindings, plan: &str, k: u32
     let fingerprints: Vec<Vec<u64>> = gathered.buckets.into_iter().flatten().collect();
     let count: usize = fingerprints.iter().map(Vec::len).sum();
     // Each core holds one table's slices at a time, a copy of every fingerprint, and its pairs
-    // gathering or waiting for the writer.
+    // gathering or waiting for the writer; each gives its share back when it ends. A batch is
+    // counted at BATCH_ROWS pairs, or at the fingerprints' number (65,536 at least) where that
+    // is smaller, so that a small run fits a small pool.
     let slices_memory = gathered.reservation.new_empty();
-    let per_core = count * size_of::<u64>() + (BATCHES_WAITING + 2) * BATCH_BYTES;
-    if slices_memory.try_grow(cores * per_core).is_err() {
+    let batch_bytes = BATCH_ROWS.min(count.max(1 << 16)) * PAIR_BYTES;
+    let per_core = count * size_of::<u64>() + (BATCHES_WAITING + 2) * batch_bytes;
+    // The writer of sql/03_candidates_found.sql runs while the scans hold their memory: room
+    // is left for its open row groups (about two batches a core), or it, rather than the
+    // check here, would fail in a pool that only just held the scans.
+    let writer = cores * 2 * batch_bytes;
+    if slices_memory.try_grow(cores * per_core + writer).is_err() {
         return Ok(false);
     }
+    slices_memory.shrink(writer);
     let fingerprints = Arc::new(fingerprints);
     let next_table = Arc::new(AtomicUsize::new(1));
     let mut scans = JoinSet::new();
@@ -103,9 +112,14 @@ pub async fn write(ctx: &SessionContext, bindings: &Bindings, plan: &str, k: u32
         let mut slices: Vec<Vec<u64>> = (0..SLICES)
             .map(|_| Vec::with_capacity(slice_capacity(count)))
             .collect();
+        let memory = slices_memory.split(per_core);
         scans.spawn_blocking(move || {
             let mut found = Vec::with_capacity(BATCH_ROWS);
-            let scanned = (|| loop {
+            let scan = || loop {
+                // The statement reading the pairs has ended (failed): no use going on.
+                if sender.is_closed() {
+                    return Ok(());
+                }
                 let table = next_table.fetch_add(1, Ordering::Relaxed);
                 let Some(mask) = mask_of.mask(table) else {
                     return Ok(());
@@ -117,14 +131,22 @@ pub async fn write(ctx: &SessionContext, bindings: &Bindings, plan: &str, k: u32
                         return Ok(());
                     }
                 }
-            })();
+            };
+            // A panic is sent as an error too: with the sender merely dropped, the statement
+            // would end as if the scan had found every pair.
+            let scanned = std::panic::catch_unwind(std::panic::AssertUnwindSafe(scan))
+                .unwrap_or_else(|_| {
+                    Err(DataFusionError::Internal(format!(
+                        "{TABLE}: a scan panicked"
+                    )))
+                });
             // The last pairs, or the error, which fails the statement that reads them. A send
             // that fails means the statement has ended (its own error says why).
             match scanned {
-                Ok(()) if !found.is_empty() => send(&sender, &mut found),
-                Ok(()) => true,
+                Ok(()) => send(&sender, &mut found),
                 Err(e) => sender.blocking_send(Err(e)).is_ok(),
             };
+            drop(memory);
         });
     }
     let table = StreamingTable::try_new(found_schema(), streams).context(what)?;
@@ -141,11 +163,14 @@ pub async fn write(ctx: &SessionContext, bindings: &Bindings, plan: &str, k: u32
     written.map(|()| true)
 }
 
-/// Hands `found` to the writer as a batch and empties it; false when the writer has gone.
+/// Hands `found` to the writer in batches of at most `BATCH_ROWS` and empties it; false when
+/// the writer has gone.
 fn send(sender: &mpsc::Sender<DataFusionResult<RecordBatch>>, found: &mut Vec<(u64, u64)>) -> bool {
-    let batch = found_batch(found);
+    let sent = found
+        .chunks(BATCH_ROWS)
+        .all(|chunk| sender.blocking_send(found_batch(chunk)).is_ok());
     found.clear();
-    sender.blocking_send(batch).is_ok()
+    sent
 }
 
 /// One core's pairs as `TABLE` streams them: the batches its scan sends.
@@ -167,14 +192,17 @@ impl PartitionStream for FoundPairs {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .take();
-        let batches = futures::stream::unfold(receiver, |receiver| async move {
-            let Some(mut receiver) = receiver else {
+        let batches = match receiver {
+            Some(receiver) => futures::stream::unfold(receiver, |mut receiver| async move {
+                let batch = receiver.recv().await?;
+                Some((batch, receiver))
+            })
+            .boxed(),
+            None => {
                 let read_twice = DataFusionError::Internal(format!("{TABLE} read twice"));
-                return Some((Err(read_twice), None));
-            };
-            let batch = receiver.recv().await?;
-            Some((batch, Some(receiver)))
-        });
+                futures::stream::once(async { Err(read_twice) }).boxed()
+            }
+        };
         Box::pin(RecordBatchStreamAdapter::new(
             Arc::clone(&self.schema),
             batches,
