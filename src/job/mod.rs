@@ -185,9 +185,8 @@ async fn run_stages(
     let against = Against::of(batch);
     let plan = matching::run_matching(ctx, config, params, against, clock).await?;
     if let Source::Texts { .. } = config.source {
-        clock
-            .time("dedup", write_dedup(ctx, &bindings, corpus.rows))
-            .await?;
+        let dedup = write_dedup(ctx, &bindings, corpus.rows, on_cluster);
+        clock.time("dedup", dedup).await?;
     }
     Ok(plan)
 }
@@ -229,7 +228,12 @@ async fn sign_texts(
 /// Stage 6: the deduplicated corpus. Two ways write the same rows; which is faster depends on
 /// how many are removed (sql/06_dedup_kept.sql says what was measured). Against an index
 /// `groups` also holds indexed members, which only moves the choice, never the rows.
-async fn write_dedup(ctx: &SessionContext, bindings: &Bindings, documents: u64) -> Result<()> {
+async fn write_dedup(
+    ctx: &SessionContext,
+    bindings: &Bindings,
+    documents: u64,
+    on_cluster: bool,
+) -> Result<()> {
     let counts = query_stage(ctx, &stages::DEDUP_REMOVED, bindings).await?;
     let (removed, text_bytes) = (first_value(&counts, 0)?, first_value(&counts, 1)?);
     let row_group_rows = dedup_row_group_rows(text_bytes, documents);
@@ -247,6 +251,16 @@ async fn write_dedup(ctx: &SessionContext, bindings: &Bindings, documents: u64) 
         // generated documents in one file: the stage took 4.0 s at 0.54 of two cores busy).
         options.optimizer.repartition_file_scans = true;
         options.execution.parquet.max_row_group_size = row_group_rows;
+        if !on_cluster {
+            // The ids joined (removed or kept) in one table that every core probes, where a
+            // partitioned join first hashed every corpus row, text and all, to the core holding
+            // its id's share: at 10M generated documents that moved all 19.5 GB of texts once
+            // more. The planner collects only an input whose size it knows, after putting the
+            // smaller first, so the corpus (the ids and more) is never the one collected; on a
+            // cluster each task would hold the whole table, so there the join stays partitioned.
+            options.optimizer.hash_join_single_partition_threshold = usize::MAX;
+            options.optimizer.hash_join_single_partition_threshold_rows = usize::MAX;
+        }
         Ok(())
     })
     .await
