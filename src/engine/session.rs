@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use datafusion::config::ConfigOptions;
 use datafusion::execution::memory_pool::FairSpillPool;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::execution::{FunctionRegistry, SessionStateBuilder};
@@ -85,6 +86,17 @@ fn session_config(console: &Console) -> SessionConfig {
     options.execution.parquet.schema_force_view_types = false;
     options.execution.parquet.compression = Some("zstd(3)".into());
     config
+}
+
+/// Lets every hash join of the statements planned next hold its build side (the smaller input,
+/// where the planner knows both sizes) in one table that every core probes, instead of first
+/// hashing both inputs to the core holding each key's share: where the other input is large
+/// (the corpus with its texts, the documents of each fingerprint pair) that moved every row
+/// once more, and the table is the same size either way. Only in this process: on a cluster
+/// each task would hold the whole table.
+pub fn joins_probe_one_table(options: &mut ConfigOptions) {
+    options.optimizer.hash_join_single_partition_threshold = usize::MAX;
+    options.optimizer.hash_join_single_partition_threshold_rows = usize::MAX;
 }
 
 /// A session in this process with the console's partitions and memory limit.

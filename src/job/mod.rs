@@ -36,7 +36,7 @@ pub use config::{IndexOptions, JobConfig, JobRequest, Source};
 
 use crate::engine::commit::Staging;
 use crate::engine::on_demand::OnDemand;
-use crate::engine::session::job_session;
+use crate::engine::session::{job_session, joins_probe_one_table};
 use crate::engine::sql::{Bindings, first_value, query_stage, run_stage, run_stage_with};
 use crate::engine::stages;
 use crate::error::Result;
@@ -252,14 +252,12 @@ async fn write_dedup(
         options.optimizer.repartition_file_scans = true;
         options.execution.parquet.max_row_group_size = row_group_rows;
         if !on_cluster {
-            // The ids joined (removed or kept) in one table that every core probes, where a
-            // partitioned join first hashed every corpus row, text and all, to the core holding
-            // its id's share: at 10M generated documents that moved all 19.5 GB of texts once
-            // more. The planner collects only an input whose size it knows, after putting the
-            // smaller first, so the corpus (the ids and more) is never the one collected; on a
-            // cluster each task would hold the whole table, so there the join stays partitioned.
-            options.optimizer.hash_join_single_partition_threshold = usize::MAX;
-            options.optimizer.hash_join_single_partition_threshold_rows = usize::MAX;
+            // The ids joined (removed or kept) in one table: a partitioned join first moved
+            // every corpus row, text and all, to the core holding its id's share (at 10M
+            // generated documents all 19.5 GB of texts once more). The planner collects only
+            // an input whose size it knows, after putting the smaller first, so the corpus (the
+            // ids and more) is never the one collected.
+            joins_probe_one_table(options);
         }
         Ok(())
     })
