@@ -396,8 +396,9 @@ fn everything_under(dir: &Path) -> Vec<String> {
 }
 
 /// Runs the sample with `extra` flags and TMPDIR set to an empty folder: paused after `stage`
-/// (where `while_paused` is given what TMPDIR holds) and interrupted with Ctrl-C, then whole.
-/// After each, TMPDIR is empty again.
+/// (where `while_paused` is given what TMPDIR holds) and interrupted with Ctrl-C, after which
+/// TMPDIR is empty again; then killed there (`while_paused` is given what it left), then whole,
+/// after which TMPDIR is empty again.
 fn tmpdir_emptied_after_runs(extra: &[&str], stage: &str, while_paused: impl Fn(&[String])) {
     let dir = tempfile::tempdir().unwrap();
     let tmp = dir.path().join("tmp");
@@ -416,6 +417,13 @@ fn tmpdir_emptied_after_runs(extra: &[&str], stage: &str, while_paused: impl Fn(
     while_paused(&everything_under(&tmp));
     assert_eq!(signal_and_wait(paused, "-INT").code(), Some(130));
     assert_eq!(everything_under(&tmp), Vec::<String>::new());
+
+    // kill -9: nothing runs, so the folder stays until the next run, which removes it (its
+    // process is gone) as it makes its own.
+    let paused = start_paused(&args, &[("TMPDIR", &tmp)], stage);
+    assert_eq!(signal_and_wait(paused, "-KILL").code(), None);
+    let left = everything_under(&tmp);
+    while_paused(&left);
 
     let out = Command::new(env!("CARGO_BIN_EXE_neardup"))
         .args(&args)
@@ -436,8 +444,9 @@ fn all_in_one_folder(entries: &[String], role: &str) -> bool {
 }
 
 /// `--cluster standalone` writes its shuffle files into a folder of its own in TMPDIR, seen
-/// while the run is paused; the folder goes when the run ends, and on Ctrl-C. (Ballista's own
-/// standalone executor left them in a `.tmp*` folder after every run.)
+/// while the run is paused; the folder goes when the run ends, on Ctrl-C, and with the next run
+/// after `kill -9`. (Ballista's own standalone executor left them in a `.tmp*` folder after
+/// every run.)
 #[test]
 fn a_standalone_cluster_leaves_no_shuffle_files_in_tmpdir() {
     tmpdir_emptied_after_runs(&["--cluster", "standalone"], "pairs", |during| {
@@ -449,7 +458,8 @@ fn a_standalone_cluster_leaves_no_shuffle_files_in_tmpdir() {
 }
 
 /// A run with --memory-limit spills into a folder of its own in TMPDIR, which goes when the
-/// run ends and on Ctrl-C (DataFusion's own spill folders stayed behind an interrupt).
+/// run ends and on Ctrl-C (DataFusion's own spill folders stayed behind an interrupt), and
+/// with the next run after `kill -9`.
 #[test]
 fn spill_folders_go_with_the_run_and_with_ctrl_c() {
     tmpdir_emptied_after_runs(&["--memory-limit", "64M"], "signatures", |during| {
