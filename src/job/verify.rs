@@ -12,14 +12,12 @@ use datafusion::arrow::datatypes::DataType;
 use datafusion::common::cast::as_fixed_size_binary_array;
 use datafusion::common::{HashMap, exec_err, utils::take_function_args};
 use datafusion::config::ConfigOptions;
-use datafusion::error::DataFusionError;
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
 use datafusion::logical_expr::{
     ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
 };
 use datafusion::prelude::SessionContext;
 use futures::StreamExt;
-use tokio::task::JoinSet;
 
 use crate::engine::sql::{Bindings, run_stage, run_stage_with, stage_frame};
 use crate::engine::stages;
@@ -109,50 +107,21 @@ impl<F: FingerprintColumn> Sketches<F> {
         Ok(sketches)
     }
 
-    /// Every candidate's fingerprint, without a sketch so far. Each partition of the
-    /// candidates gathers its own on its core, and the largest set becomes the map the others
-    /// are merged into: one core looking up both ends of every candidate pair left the other
-    /// idle (67 million pairs at 10M generated documents). The sets are counted against the
-    /// pool as they grow.
+    /// Every candidate's fingerprint, without a sketch so far.
     async fn read_candidates(&mut self, ctx: &SessionContext, bindings: &Bindings) -> Result<()> {
         let stage = &stages::VERIFY_CANDIDATE_FINGERPRINTS;
         let what = || stage.name.to_string();
         let frame = stage_frame(ctx, stage, bindings).await?;
-        let streams = frame.execute_stream_partitioned().await.context(what)?;
-        let mut gathering = JoinSet::new();
-        for mut stream in streams {
-            let reservation = self.reservation.new_empty();
-            gathering.spawn(async move {
-                let mut place: HashMap<F, u32> = HashMap::default();
-                while let Some(batch) = stream.next().await {
-                    for column in batch?.columns() {
-                        F::for_each_value(column, |_, fingerprint| {
-                            place.entry(fingerprint).or_insert(NO_SKETCH);
-                        })?;
-                    }
-                    reservation.try_resize(map_bytes(&place))?;
-                }
-                Ok::<_, DataFusionError>((place, reservation))
-            });
-        }
-        let mut gathered = Vec::with_capacity(gathering.len());
-        while let Some(done) = gathering.join_next().await {
-            let done = done.map_err(|e| Error::Internal(format!("{}: {e}", what())))?;
-            gathered.push(done.context(what)?);
-        }
-        gathered.sort_by_key(|(place, _)| std::cmp::Reverse(place.len()));
-        let mut gathered = gathered.into_iter();
-        if let Some((largest, held)) = gathered.next() {
-            drop(held);
-            self.place = largest;
-            self.account().context(what)?;
-        }
-        for (place, held) in gathered {
-            for fingerprint in place.into_keys() {
-                self.place.entry(fingerprint).or_insert(NO_SKETCH);
+        let mut stream = frame.execute_stream().await.context(what)?;
+        while let Some(batch) = stream.next().await {
+            let batch = batch.context(what)?;
+            for column in batch.columns() {
+                F::for_each_value(column, |_, fingerprint| {
+                    self.place.entry(fingerprint).or_insert(NO_SKETCH);
+                })
+                .context(what)?;
             }
             self.account().context(what)?;
-            drop(held);
         }
         Ok(())
     }
@@ -210,8 +179,11 @@ impl<F: FingerprintColumn> Sketches<F> {
 
     /// Tells the pool what the map and the sketches hold now.
     fn account(&self) -> datafusion::error::Result<()> {
-        self.reservation
-            .try_resize(map_bytes(&self.place) + self.bytes.capacity())
+        // The map's slots (a fingerprint, a place and a control byte each, at most 8/7 full)
+        // and the sketches.
+        let held =
+            self.place.capacity() * (std::mem::size_of::<(F, u32)>() + 1) + self.bytes.capacity();
+        self.reservation.try_resize(held)
     }
 
     /// The sketch of `fingerprint`: `None` when it has none, an error when it is not a
@@ -226,12 +198,6 @@ impl<F: FingerprintColumn> Sketches<F> {
             None => exec_err!("{FUNCTION}: fingerprint {fingerprint:?} is not a candidate's"),
         }
     }
-}
-
-/// Bytes of a map of fingerprints to places: its slots (a fingerprint, a place and a control
-/// byte each, at most 8/7 full).
-fn map_bytes<F>(place: &HashMap<F, u32>) -> usize {
-    place.capacity() * (std::mem::size_of::<(F, u32)>() + 1)
 }
 
 /// `candidate_similarity(simhash_a, simhash_b) -> Float64`: `sketch_similarity` of the two
