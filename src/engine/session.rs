@@ -88,15 +88,21 @@ fn session_config(console: &Console) -> SessionConfig {
     config
 }
 
-/// Lets every hash join of the statements planned next hold its build side (the smaller input,
-/// where the planner knows both sizes) in one table that every core probes, instead of first
-/// hashing both inputs to the core holding each key's share: where the other input is large
-/// (the corpus with its texts, the documents of each fingerprint pair) that moved every row
-/// once more, and the table is the same size either way. Only in this process: on a cluster
-/// each task would hold the whole table.
+/// The most a hash join's input may hold to be held in one table (`joins_probe_one_table`):
+/// DataFusion puts that input in one batch, whose string columns hold at most 2 GiB, where a
+/// partitioned join holds a share per core.
+pub const ONE_TABLE_BYTES: usize = 1 << 30;
+
+/// Lets each hash join of the statements planned next hold its smaller input, where the planner
+/// knows its size and it is under `ONE_TABLE_BYTES`, in one table that every core probes,
+/// instead of first hashing both inputs to the core holding each key's share: where the other
+/// input is large (the corpus with its texts) that moved every row once more. The table is the
+/// same size either way. Only in this process: on a cluster each task would hold all of it.
+/// The planner's sizes are estimates: a caller that knows the input's real size checks it too.
 pub fn joins_probe_one_table(options: &mut ConfigOptions) {
-    options.optimizer.hash_join_single_partition_threshold = usize::MAX;
-    options.optimizer.hash_join_single_partition_threshold_rows = usize::MAX;
+    options.optimizer.hash_join_single_partition_threshold = ONE_TABLE_BYTES;
+    // Where only rows are known: 64 bytes a row.
+    options.optimizer.hash_join_single_partition_threshold_rows = ONE_TABLE_BYTES / 64;
 }
 
 /// A session in this process with the console's partitions and memory limit.

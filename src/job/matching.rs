@@ -3,8 +3,7 @@
 
 use datafusion::prelude::SessionContext;
 
-use crate::engine::session::joins_probe_one_table;
-use crate::engine::sql::{Bindings, count_rows, run_stage, run_stage_with};
+use crate::engine::sql::{Bindings, count_rows, run_stage};
 use crate::engine::stages::{self, Stage};
 use crate::error::{Error, Result};
 use crate::fingerprint::Width;
@@ -171,15 +170,7 @@ pub async fn run_matching(
     clock.time("verify", verification).await?;
     let pairs = async {
         paired_documents::write(ctx, &bindings, config.width, on_cluster).await?;
-        run_stage_with(ctx, &config.pairs.stage(), &bindings, |options| {
-            // Each fingerprint pair's documents looked up in one table of the paired
-            // documents, rather than the pairs of ids moved between cores on the way.
-            if !on_cluster {
-                joins_probe_one_table(options);
-            }
-            Ok(())
-        })
-        .await
+        run_stage(ctx, &config.pairs.stage(), &bindings).await
     };
     clock.time("pairs", pairs).await?;
     let indexed = against != Against::Nothing;

@@ -36,7 +36,7 @@ pub use config::{IndexOptions, JobConfig, JobRequest, Source};
 
 use crate::engine::commit::Staging;
 use crate::engine::on_demand::OnDemand;
-use crate::engine::session::{job_session, joins_probe_one_table};
+use crate::engine::session::{ONE_TABLE_BYTES, job_session, joins_probe_one_table};
 use crate::engine::sql::{Bindings, first_value, query_stage, run_stage, run_stage_with};
 use crate::engine::stages;
 use crate::error::Result;
@@ -236,8 +236,15 @@ async fn write_dedup(
 ) -> Result<()> {
     let counts = query_stage(ctx, &stages::DEDUP_REMOVED, bindings).await?;
     let (removed, text_bytes) = (first_value(&counts, 0)?, first_value(&counts, 1)?);
+    let (removed_id_bytes, id_bytes) = (first_value(&counts, 2)?, first_value(&counts, 3)?);
     let row_group_rows = dedup_row_group_rows(text_bytes, documents);
     let kept_few = removed.saturating_mul(3) >= documents.saturating_mul(2);
+    // The ids the stage joins to the corpus: those removed, or with the other way those kept.
+    let joined_id_bytes = match kept_few {
+        true => id_bytes.saturating_sub(removed_id_bytes),
+        false => removed_id_bytes,
+    };
+    let one_table = !on_cluster && joined_id_bytes < ONE_TABLE_BYTES as u64;
     let stage = if kept_few {
         &stages::DEDUP_KEPT
     } else {
@@ -251,12 +258,10 @@ async fn write_dedup(
         // generated documents in one file: the stage took 4.0 s at 0.54 of two cores busy).
         options.optimizer.repartition_file_scans = true;
         options.execution.parquet.max_row_group_size = row_group_rows;
-        if !on_cluster {
+        if one_table {
             // The ids joined (removed or kept) in one table: a partitioned join first moved
             // every corpus row, text and all, to the core holding its id's share (at 10M
-            // generated documents all 19.5 GB of texts once more). The planner collects only
-            // an input whose size it knows, after putting the smaller first, so the corpus (the
-            // ids and more) is never the one collected.
+            // generated documents all 19.5 GB of texts once more).
             joins_probe_one_table(options);
         }
         Ok(())
