@@ -6,11 +6,13 @@
 //! corpus's rows between stages) in the system's temporary folder; DataFusion's spill files
 //! stayed behind a Ctrl-C. This folder is removed when dropped, and by the interrupt handler
 //! on Ctrl-C or SIGTERM (which end the process without dropping anything). A process killed
-//! outright (`kill -9`, the kernel's out-of-memory killer) removes nothing, so each folder is
-//! named after its process, and the next one made removes those whose process is gone. The
-//! name also carries the process's PID namespace: a TMPDIR shared with a container numbers its
-//! processes apart, and a folder of another namespace is never taken for a dead one's.
+//! outright (`kill -9`, the kernel's out-of-memory killer) removes nothing, so each folder has
+//! a lock file beside it that its process holds locked (`flock`) while it lives: the kernel
+//! lets go of the lock when the process ends, however it ends, and the next folder made in the
+//! same TMPDIR removes those whose lock it can take. A lock says more than a process number,
+//! which another machine sharing TMPDIR, or a container, numbers apart.
 
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -19,9 +21,9 @@ use crate::error::{Error, Result};
 /// The work folders this process has now, for the interrupt handler.
 static LIVE: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
-/// Removes every work folder this process has; called on Ctrl-C or SIGTERM. A task still
-/// running may write into a folder while it goes, which fails the removal or makes the folder
-/// again, so each is removed until it is gone (a few tries).
+/// Removes every work folder this process has, and its lock file; called on Ctrl-C or SIGTERM.
+/// A task still running may write into a folder while it goes, which fails the removal or
+/// makes the folder again, so each is removed until it is gone (a few tries).
 pub fn remove_live() {
     let places = LIVE.lock().map(|l| l.clone()).unwrap_or_default();
     for place in places {
@@ -30,6 +32,7 @@ pub fn remove_live() {
                 break;
             }
         }
+        let _ = std::fs::remove_file(lock_path(&place));
     }
 }
 
@@ -37,35 +40,43 @@ pub fn remove_live() {
 #[derive(Debug)]
 pub struct WorkFolder {
     path: PathBuf,
+    /// The lock file beside the folder, locked while this lives.
+    _lock: File,
 }
 
 impl WorkFolder {
     /// A new empty folder in the system's temporary folder (`TMPDIR`), named after `role` and
-    /// this process (`neardup-<role>-<pid>-<pid namespace>-<random>`). First removes the
-    /// folders there of processes that no longer exist.
+    /// this process (`neardup-<role>-<pid>-<random>`), with its lock file beside it (the same
+    /// name and `.lock`). First removes the folders there whose process has ended.
     pub fn create(role: &str) -> Result<Self> {
-        let namespace = pid_namespace();
-        if let Some(namespace) = namespace {
-            remove_abandoned(&std::env::temp_dir(), namespace);
-        }
-        let path = tempfile::Builder::new()
-            .prefix(&format!(
-                "neardup-{role}-{}-{}-",
-                std::process::id(),
-                namespace.unwrap_or(0)
+        let parent = std::env::temp_dir();
+        remove_abandoned(&parent);
+        let failed = |e: std::io::Error| {
+            Error::Input(format!(
+                "cannot create a folder for {role} files in {} (TMPDIR): {e}",
+                parent.display()
             ))
-            .tempdir()
-            .map_err(|e| {
-                Error::Input(format!(
-                    "cannot create a folder for {role} files in {} (TMPDIR): {e}",
-                    std::env::temp_dir().display()
-                ))
-            })?
-            .keep();
+        };
+        // The lock first, taken before the folder exists: a folder is never seen without its
+        // lock held.
+        let (lock, lock_file) = tempfile::Builder::new()
+            .prefix(&format!("neardup-{role}-{}-", std::process::id()))
+            .suffix(LOCK_SUFFIX)
+            .tempfile_in(&parent)
+            .map_err(failed)?
+            .keep()
+            .map_err(|e| failed(e.error))?;
+        lock.try_lock().map_err(|e| failed(e.into()))?;
+        let name = lock_file.to_string_lossy();
+        let path = PathBuf::from(name.strip_suffix(LOCK_SUFFIX).unwrap_or(&name));
+        if let Err(e) = std::fs::create_dir(&path) {
+            let _ = std::fs::remove_file(&lock_file);
+            return Err(failed(e));
+        }
         if let Ok(mut live) = LIVE.lock() {
             live.push(path.clone());
         }
-        Ok(Self { path })
+        Ok(Self { path, _lock: lock })
     }
 
     pub fn path(&self) -> &Path {
@@ -73,51 +84,52 @@ impl WorkFolder {
     }
 }
 
+/// What the lock file's name adds to its folder's.
+const LOCK_SUFFIX: &str = ".lock";
+
 /// The roles `create` is given, the only folders `remove_abandoned` considers.
 const ROLES: [&str; 4] = ["spill", "shuffle", "executor", "test"];
 
-/// This process's PID namespace (the inode /proc/self/ns/pid names), or `None` where there is
-/// no /proc (not Linux): there nothing is removed.
-fn pid_namespace() -> Option<u64> {
-    let link = std::fs::read_link("/proc/self/ns/pid").ok()?;
-    let link = link.to_str()?;
-    link.strip_prefix("pid:[")?.strip_suffix(']')?.parse().ok()
+fn lock_path(folder: &Path) -> PathBuf {
+    let mut name = folder.as_os_str().to_owned();
+    name.push(LOCK_SUFFIX);
+    PathBuf::from(name)
 }
 
-/// Removes the work folders in `parent` made in PID namespace `namespace` by processes that no
-/// longer exist. A folder of a live process, of another namespace, or of another user (which
-/// cannot be removed) is left alone.
-fn remove_abandoned(parent: &Path, namespace: u64) {
+/// Removes the work folders in `parent` whose lock file can be locked: their process has
+/// ended. A folder without a lock file (made by an older neardup, or whose lock file is gone)
+/// is left alone, as is one whose lock cannot be asked for (a file system without locks).
+fn remove_abandoned(parent: &Path) {
     let Ok(entries) = std::fs::read_dir(parent) else {
         return;
     };
     for entry in entries.flatten() {
-        let Some((pid, made_in)) = owner(&entry.file_name().to_string_lossy()) else {
+        let is_folder = entry.file_type().is_ok_and(|t| t.is_dir());
+        if !is_folder || !is_work_folder(&entry.file_name().to_string_lossy()) {
+            continue;
+        }
+        let lock_file = lock_path(&entry.path());
+        let Ok(lock) = File::open(&lock_file) else {
             continue;
         };
-        let is_folder = entry.file_type().is_ok_and(|t| t.is_dir());
-        let gone = !Path::new("/proc").join(pid.to_string()).exists();
-        if is_folder && made_in == namespace && gone {
+        if lock.try_lock().is_ok() {
             let _ = std::fs::remove_dir_all(entry.path());
+            let _ = std::fs::remove_file(&lock_file);
         }
     }
 }
 
-/// The process and PID namespace a work folder's name says made it:
-/// `neardup-<role>-<pid>-<namespace>-<random>`.
-fn owner(name: &str) -> Option<(u32, u64)> {
-    let (role, rest) = name.strip_prefix("neardup-")?.split_once('-')?;
-    let (pid, rest) = rest.split_once('-')?;
-    let (namespace, random) = rest.split_once('-')?;
-    if !ROLES.contains(&role) || random.is_empty() {
-        return None;
-    }
-    Some((pid.parse().ok()?, namespace.parse().ok()?))
+/// Whether `name` is one `create` gives a folder: `neardup-<role>-...` of a known role.
+fn is_work_folder(name: &str) -> bool {
+    name.strip_prefix("neardup-")
+        .and_then(|rest| rest.split_once('-'))
+        .is_some_and(|(role, _)| ROLES.contains(&role))
 }
 
 impl Drop for WorkFolder {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.path);
+        let _ = std::fs::remove_file(lock_path(&self.path));
         if let Ok(mut live) = LIVE.lock() {
             live.retain(|p| p != &self.path);
         }
@@ -144,54 +156,56 @@ mod tests {
         assert!(!LIVE.lock().unwrap().contains(&path));
     }
 
-    /// Only folders named as `create` names them, in this PID namespace, of a process that
-    /// is gone, are removed: no process has a number above the kernel's limit of 2^22.
+    /// A folder goes when its lock can be taken (its process has ended); one whose lock is
+    /// held, one without a lock file, one of another name and a file stay.
     #[test]
-    fn folders_of_processes_that_are_gone_are_removed() {
-        let Some(ns) = pid_namespace() else {
-            eprintln!("skipped: no /proc/self/ns/pid (not Linux)");
-            return;
-        };
+    fn folders_whose_lock_is_free_are_removed() {
         let parent = tempfile::tempdir().unwrap();
-        let make = |name: &str| {
+        let make = |name: &str, lock: bool| {
             let path = parent.path().join(name);
             std::fs::create_dir_all(path.join("datafusion-x")).unwrap();
             std::fs::write(path.join("datafusion-x/spill.arrow"), b"rows").unwrap();
+            if lock {
+                std::fs::write(lock_path(&path), b"").unwrap();
+            }
             path
         };
-        let gone = make(&format!("neardup-spill-4000000000-{ns}-AbC123"));
-        let gone_executor = make(&format!("neardup-executor-4000000001-{ns}-z9"));
-        let live = make(&format!("neardup-spill-{}-{ns}-Xy7", std::process::id()));
-        let other_namespace = make(&format!("neardup-spill-4000000000-{}-AbC", ns + 1));
-        let other_role = make(&format!("neardup-final-4000000000-{ns}-AbC123"));
-        let no_namespace = make("neardup-spill-4000000000-AbC123");
-        let no_random = make(&format!("neardup-spill-4000000000-{ns}-"));
-        let file = parent
-            .path()
-            .join(format!("neardup-shuffle-4000000000-{ns}-f1le"));
+        let ended = make("neardup-spill-4000000-AbC123", true);
+        let ended_executor = make("neardup-executor-17-z9", true);
+        let held = make("neardup-shuffle-4000000-Xy7", true);
+        let holder = File::open(lock_path(&held)).unwrap();
+        holder.try_lock().unwrap();
+        let no_lock = make("neardup-spill-4000000-NoL0ck", false);
+        let other_role = make("neardup-final-4000000-AbC123", true);
+        let file = parent.path().join("neardup-spill-4000000-f1le");
         std::fs::write(&file, b"a user's file").unwrap();
-        remove_abandoned(parent.path(), ns);
-        assert!(!gone.exists() && !gone_executor.exists());
-        for kept in [
-            &live,
-            &other_namespace,
-            &other_role,
-            &no_namespace,
-            &no_random,
-            &file,
-        ] {
+        std::fs::write(lock_path(&file), b"").unwrap();
+        remove_abandoned(parent.path());
+        for gone in [&ended, &ended_executor] {
+            assert!(
+                !gone.exists() && !lock_path(gone).exists(),
+                "{}",
+                gone.display()
+            );
+        }
+        for kept in [&held, &no_lock, &other_role, &file] {
             assert!(kept.exists(), "{}", kept.display());
         }
+        assert!(lock_path(&held).exists());
+        drop(holder);
     }
 
+    /// A folder made by `create` holds its lock: a sweep leaves it, and it goes with its lock
+    /// file when dropped.
     #[test]
-    fn the_owner_is_read_from_the_name() {
-        assert_eq!(
-            owner("neardup-shuffle-17-4026531836-q1"),
-            Some((17, 4026531836))
-        );
-        assert_eq!(owner("neardup-shuffle-x17-4026531836-q1"), None);
-        assert_eq!(owner("neardup-shuffle-17-q1"), None);
-        assert_eq!(owner("neardup-base"), None);
+    fn a_live_folder_is_not_swept() {
+        let folder = WorkFolder::create("test").unwrap();
+        let parent = folder.path().parent().unwrap().to_path_buf();
+        assert!(lock_path(folder.path()).exists());
+        remove_abandoned(&parent);
+        assert!(folder.path().is_dir());
+        let (path, lock) = (folder.path().to_path_buf(), lock_path(folder.path()));
+        drop(folder);
+        assert!(!path.exists() && !lock.exists());
     }
 }
