@@ -469,6 +469,9 @@ fn spill_folders_go_with_the_run_and_with_ctrl_c() {
             all_in_one_folder(during, "spill") && during.iter().any(|p| p.starts_with(&datafusion)),
             "{during:?}"
         );
+        // Beside it, the lock its process holds while it lives.
+        let lock = format!("{}.lock", during.first().map_or("", |d| d.as_str()));
+        assert!(during.contains(&lock), "{during:?}");
     });
 }
 
