@@ -14,7 +14,7 @@
 mod chars;
 mod chinese;
 mod clean;
-mod feature_counts;
+mod distinct_features;
 mod markup;
 pub mod options;
 pub mod sketch;
@@ -31,7 +31,7 @@ use jieba_rs::DEFAULT_STOP_WORDS;
 use xxhash_rust::xxh3::Xxh3;
 
 use crate::fingerprint::{CountingSimHasher, SimHasher, feature_hash, feature_hash128};
-use feature_counts::FeatureCounts;
+use distinct_features::DistinctFeatures;
 pub use options::{EmptyPolicy, FeatureOptions, Mode, OptionError, T2s};
 
 /// True for Han characters: the CJK Unified Ideographs blocks and their extensions A to I, and
@@ -86,8 +86,8 @@ pub struct Scratch {
     hasher: SimHasher,
     counting: CountingSimHasher,
     /// The distinct feature hashes of a document whose features were counted (64 bits, weight
-    /// one per occurrence), each with its count: `counted` says the last document was one.
-    distinct: FeatureCounts,
+    /// one per occurrence): `counted` says the last document was one.
+    distinct: DistinctFeatures,
     counted: bool,
     /// The hashes of a counted document's features in order, repeats included.
     hashes: Vec<u64>,
@@ -169,7 +169,7 @@ impl Featurizer {
     pub fn sketch(&self, scratch: &Scratch) -> [u8; sketch::SKETCH_BYTES] {
         let mut builder = sketch::SketchBuilder::default();
         if scratch.counted {
-            for (hash, _) in scratch.distinct.iter() {
+            for hash in scratch.distinct.iter() {
                 builder.add(hash);
             }
         } else {
@@ -182,8 +182,8 @@ impl Featurizer {
     }
 
     /// Fingerprints one document. In the n-gram and word modes at 64 bits the feature hashes
-    /// are collected as the text is cut, then counted per distinct feature, and each distinct
-    /// feature votes its count once in integer lanes. Otherwise (TF-IDF weights, 128 bits) repeats are
+    /// are collected as the text is cut, each occurrence votes once in integer lanes, and the
+    /// distinct ones are gathered for their number and the sketch. Otherwise (TF-IDF weights, 128 bits) repeats are
     /// summed in first-seen order and the sum votes once in floating point; for whole-number
     /// weights both give the same bits.
     pub fn fingerprint(&self, text: &str, scratch: &mut Scratch) -> Fingerprint {
@@ -257,14 +257,14 @@ impl Featurizer {
         !wide && !matches!(self.options.mode, Mode::JiebaTfidf | Mode::JiebaTf)
     }
 
-    /// Counts each feature's occurrences in `distinct`, then votes each distinct feature's
-    /// count into `counting`; returns the number of distinct features.
+    /// Votes each feature's occurrences into `counting` and gathers the distinct ones in
+    /// `distinct`; returns their number.
     fn count_features(
         &self,
         cleaned: &str,
         buffer: &mut String,
         counting: &mut CountingSimHasher,
-        distinct: &mut FeatureCounts,
+        distinct: &mut DistinctFeatures,
         hashes: &mut Vec<u64>,
     ) -> usize {
         hashes.clear();
@@ -276,9 +276,7 @@ impl Featurizer {
         distinct.reset(hashes.len());
         distinct.add_all(hashes);
         counting.reset();
-        for (hash, count) in distinct.iter() {
-            counting.add(hash, u64::from(count));
-        }
+        counting.add_each(hashes);
         distinct.len()
     }
 
