@@ -11,6 +11,7 @@ use ferrous_opencc::OpenCC;
 use ferrous_opencc::config::BuiltinConfig;
 use unicode_normalization::{IsNormalized, UnicodeNormalization, is_nfkc_quick};
 
+use super::chars::ascii_prefix_len;
 use super::is_han;
 use super::markup::strip_markup;
 use super::options::{Cleaning, OptionError, T2s};
@@ -264,21 +265,6 @@ impl HanRun {
         });
         kept && converted.is_some()
     }
-}
-
-/// How many bytes `bytes` starts with that are ASCII, eight at a time: the texts are mostly
-/// long ASCII runs, and a byte at a time this was a fifth of the pass.
-fn ascii_prefix_len(bytes: &[u8]) -> usize {
-    const HIGH_BITS: u64 = 0x8080_8080_8080_8080;
-    let (words, rest) = bytes.as_chunks::<8>();
-    for (index, word) in words.iter().enumerate() {
-        let high = u64::from_le_bytes(*word) & HIGH_BITS;
-        if high != 0 {
-            // The lowest set bit is in the first byte that is not ASCII.
-            return 8 * index + (high.trailing_zeros() / 8) as usize;
-        }
-    }
-    8 * words.len() + rest.iter().take_while(|b| b.is_ascii()).count()
 }
 
 /// `letters_in_one_pass` into a byte buffer.
@@ -698,22 +684,6 @@ fn needs_collapsing(text: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ascii_prefix_is_the_bytes_before_the_first_other() {
-        // Oracle: a byte at a time; every length around the eight-byte words, the first
-        // non-ASCII byte at every place.
-        for len in 0..40 {
-            for other in 0..=len {
-                let mut bytes = vec![b'a'; len];
-                if other < len {
-                    bytes[other] = 0xE4;
-                }
-                let expected = bytes.iter().take_while(|b| b.is_ascii()).count();
-                assert_eq!(ascii_prefix_len(&bytes), expected, "{len} {other}");
-            }
-        }
-    }
 
     fn only(step: &str) -> Cleaning {
         Cleaning {

@@ -11,6 +11,9 @@
 /// Slots of a table at least; a power of two.
 const MIN_SLOTS: usize = 64;
 
+/// Slots of a table that fits in a first-level data cache (32 KiB of keys).
+const CACHED_SLOTS: usize = 4096;
+
 /// The key of an empty slot. A feature whose hash is 0 is noted apart, in `has_zero`.
 const EMPTY: u64 = 0;
 
@@ -53,10 +56,20 @@ impl DistinctFeatures {
     /// was seen before is as likely as not, so a branch on it would be mispredicted half the
     /// time: where its slot holds it or nothing, the slot is written and the list of occupied
     /// slots grows by whether it was empty, without a branch; only a slot that holds another
-    /// feature (rare, the table at most half full) walks on. The slot of the feature a few
-    /// places ahead is prefetched, so that on a long document, whose table does not fit in the
-    /// caches, the next probes' cache misses overlap this one's.
+    /// feature (rare, the table at most half full) walks on.
     pub fn add_all(&mut self, hashes: &[u64]) {
+        // A table in the first-level cache needs no prefetch, which costs a few instructions
+        // per feature; a long document's, larger than the caches, has the slot of the feature
+        // a few places ahead prefetched, so that the next probes' cache misses overlap this
+        // one's instead of following it.
+        if self.keys.len() <= CACHED_SLOTS {
+            self.insert_all::<false>(hashes);
+        } else {
+            self.insert_all::<true>(hashes);
+        }
+    }
+
+    fn insert_all<const PREFETCH: bool>(&mut self, hashes: &[u64]) {
         const AHEAD: usize = 8;
         // Slices and counters held in locals: through `self` they would be read again after
         // every write.
@@ -65,7 +78,7 @@ impl DistinctFeatures {
         let mut filled = self.filled;
         let mask = keys.len() - 1;
         for (index, &hash) in hashes.iter().enumerate() {
-            if let Some(&next) = hashes.get(index + AHEAD) {
+            if PREFETCH && let Some(&next) = hashes.get(index + AHEAD) {
                 prefetch(&keys[next as usize & mask]);
             }
             if hash == EMPTY {
