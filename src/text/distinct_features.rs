@@ -86,7 +86,11 @@ impl DistinctFeatures {
                 continue;
             }
             let mut at = hash as usize & mask;
-            while keys[at] != hash && keys[at] != EMPTY {
+            // One test of both ways the probe ends, the slot holding this feature or nothing:
+            // the smaller of `key ^ hash` and `key` is 0 exactly then. Written as two tests,
+            // the compiler made two branches, and the first (was it this feature?) went either
+            // way and was mispredicted half the time.
+            while (keys[at] ^ hash).min(keys[at]) != EMPTY {
                 at = (at + 1) & mask;
             }
             let new = keys[at] == EMPTY;
