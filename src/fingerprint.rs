@@ -255,6 +255,8 @@ pub struct CountingSimHasher {
     in_lanes: u64,
     counts: [u64; 64],
     total: u64,
+    /// Votes added (with `add_each`, occurrences; with `add`, features): only whether it is 0
+    /// matters, which says there is no fingerprint.
     features: usize,
 }
 
@@ -344,9 +346,9 @@ impl CountingSimHasher {
 }
 
 /// Adds bit `8 * byte + j` of each hash to byte `byte` of `lanes[j]`; at most 255 hashes, so no
-/// byte carries. With AVX2 (checked when run: the build targets baseline x86-64) the eight
-/// lanes are two registers shifted by a vector of counts, one hash per step; otherwise the
-/// same loop in general-purpose registers.
+/// byte carries. Where the CPU has AVX2 (checked when run: the build targets baseline x86-64)
+/// the same loop is compiled for it, which lets the compiler shift the eight lanes by a vector
+/// of counts in two registers, one hash per step.
 fn add_to_lanes(lanes: &mut [u64; 8], hashes: &[u64]) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
@@ -487,8 +489,9 @@ mod tests {
     fn votes_by_occurrence_equal_the_float_vote() {
         // Oracle: SimHasher's floating-point vote of each occurrence with weight one. Runs
         // from empty to past several lane limits (255 occurrences), in pieces of every size,
-        // with repeats and exact ties; on this machine both the AVX2 loop and the portable
-        // one are checked against it.
+        // with repeats and exact ties. On a CPU with AVX2 (this project's test machine) the
+        // AVX2 loop is checked against it and against the portable one; without, the
+        // portable one only.
         let mut random = crate::rng::SplitMix64(7);
         for case in 0..600 {
             let occurrences = random.below(if case % 20 == 0 { 2000 } else { 300 });

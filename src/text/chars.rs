@@ -326,15 +326,21 @@ mod tests {
     #[test]
     fn ascii_prefix_is_the_bytes_before_the_first_other() {
         // Oracle: a byte at a time; every length around the eight-byte words, the first
-        // non-ASCII byte at every place.
+        // non-ASCII byte (the lowest, 0x80, and a lead byte) at every place, ASCII's highest
+        // byte around it, and a second non-ASCII byte later in the same word or the next.
         for len in 0..40 {
             for other in 0..=len {
-                let mut bytes = vec![b'a'; len];
-                if other < len {
-                    bytes[other] = 0xE4;
+                for (first, ascii) in [(0xE4, b'a'), (0x80, 0x7F)] {
+                    let mut bytes = vec![ascii; len];
+                    if other < len {
+                        bytes[other] = first;
+                    }
+                    if other + 3 < len {
+                        bytes[other + 3] = 0xC3;
+                    }
+                    let expected = bytes.iter().take_while(|b| b.is_ascii()).count();
+                    assert_eq!(ascii_prefix_len(&bytes), expected, "{len} {other} {first}");
                 }
-                let expected = bytes.iter().take_while(|b| b.is_ascii()).count();
-                assert_eq!(ascii_prefix_len(&bytes), expected, "{len} {other}");
             }
         }
     }

@@ -58,6 +58,8 @@ impl DistinctFeatures {
     /// slots grows by whether it was empty, without a branch; only a slot that holds another
     /// feature (rare, the table at most half full) walks on.
     pub fn add_all(&mut self, hashes: &[u64]) {
+        // More than `reset` was told could fill the table, and a probe would never end.
+        debug_assert!(self.filled + hashes.len() <= self.keys.len() / 2);
         // A table in the first-level cache needs no prefetch, which costs a few instructions
         // per feature; a long document's, larger than the caches, has the slot of the feature
         // a few places ahead prefetched, so that the next probes' cache misses overlap this
@@ -142,7 +144,7 @@ mod tests {
     /// multiples of the table size, 0 and u64::MAX) and random ones, through resets of every
     /// size.
     #[test]
-    fn distinct_features_are_a_hash_sets() {
+    fn distinct_features_are_a_hash_set() {
         let mut random = SplitMix64(3);
         let mut table = DistinctFeatures::default();
         for case in 0..300 {

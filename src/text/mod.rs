@@ -183,9 +183,9 @@ impl Featurizer {
 
     /// Fingerprints one document. In the n-gram and word modes at 64 bits the feature hashes
     /// are collected as the text is cut, each occurrence votes once in integer lanes, and the
-    /// distinct ones are gathered for their number and the sketch. Otherwise (TF-IDF weights, 128 bits) repeats are
-    /// summed in first-seen order and the sum votes once in floating point; for whole-number
-    /// weights both give the same bits.
+    /// distinct ones are gathered for their number and the sketch. Otherwise (TF-IDF weights,
+    /// 128 bits) repeats are summed in first-seen order and the sum votes once in floating
+    /// point; for whole-number weights both give the same bits.
     pub fn fingerprint(&self, text: &str, scratch: &mut Scratch) -> Fingerprint {
         let Scratch {
             hasher,
