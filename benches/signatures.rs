@@ -69,37 +69,27 @@ fn python() -> PathBuf {
         })
 }
 
-/// ClickHouse's best seconds of `runs` at each of `threads`, or the reason it could not run.
-fn clickhouse(
-    input: &Path,
-    work: &Path,
-    threads: &[usize],
-    runs: usize,
-) -> Result<Vec<f64>, String> {
+/// ClickHouse's seconds for one run at `threads`, or the reason it could not run.
+fn clickhouse(input: &Path, work: &Path, threads: usize) -> Result<f64, String> {
     let script = r#"
 import sys, time
 import chdb
-path, out, runs = sys.argv[1], sys.argv[2], int(sys.argv[3])
-for threads in sys.argv[4:]:
-    query = (f"SELECT ngramSimHashCaseInsensitiveUTF8(text, 3) AS simhash "
-             f"FROM file('{path}', Parquet) INTO OUTFILE '{out}' TRUNCATE FORMAT Parquet "
-             f"SETTINGS max_threads = {threads}")
-    # Not timed: a process's first query also starts the engine.
-    chdb.query(query)
-    best = float("inf")
-    for _ in range(runs):
-        start = time.perf_counter()
-        chdb.query(query)
-        best = min(best, time.perf_counter() - start)
-    print(best)
+path, out, threads = sys.argv[1], sys.argv[2], sys.argv[3]
+query = (f"SELECT ngramSimHashCaseInsensitiveUTF8(text, 3) AS simhash "
+         f"FROM file('{path}', Parquet) INTO OUTFILE '{out}' TRUNCATE FORMAT Parquet "
+         f"SETTINGS max_threads = {threads}")
+# Not timed: a process's first query also starts the engine.
+chdb.query(query)
+start = time.perf_counter()
+chdb.query(query)
+print(time.perf_counter() - start)
 "#;
     let mut command = Command::new(python());
     command
         .args(["-c", script])
         .arg(input)
         .arg(work.join("clickhouse.parquet"))
-        .arg(runs.to_string())
-        .args(threads.iter().map(usize::to_string));
+        .arg(threads.to_string());
     let out = command
         .output()
         .map_err(|e| format!("{}: {e}", python().display()))?;
@@ -108,10 +98,11 @@ for threads in sys.argv[4:]:
         let last = stderr.lines().last().unwrap_or("failed").to_string();
         return Err(last);
     }
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| l.trim().parse::<f64>().map_err(|e| format!("{l}: {e}")))
-        .collect()
+    let printed = String::from_utf8_lossy(&out.stdout);
+    printed
+        .trim()
+        .parse::<f64>()
+        .map_err(|e| format!("{printed}: {e}"))
 }
 
 /// The signature stage's seconds and ClickHouse's at one thread count, `RUNS` rounds of one
@@ -127,8 +118,8 @@ fn side_by_side(input: &Path, work: &Path, threads: usize) -> SideBySide {
     for _ in 0..RUNS {
         neardup.push(neardup_stage(input, work, threads));
         if let Ok(times) = &mut clickhouse_seconds {
-            match clickhouse(input, work, &[threads], 1) {
-                Ok(run) => times.extend(run),
+            match clickhouse(input, work, threads) {
+                Ok(seconds) => times.push(seconds),
                 Err(why) => clickhouse_seconds = Err(why),
             }
         }

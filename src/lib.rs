@@ -7,7 +7,8 @@
 //! stage sequence, `index` keeps the batches seen before, `commands` holds the other commands;
 //! `engine` is what every one of them runs on (sessions, the SQL runner, staged outputs); `delta`
 //! reads and writes Delta Lake tables.
-//! `text`, `fingerprint`, `plan` and `planner` are the arithmetic, free of Arrow.
+//! `text`, `fingerprint`, `plan` and `planner` are the arithmetic, free of Arrow; `prefetch` a
+//! cache hint shared by the hot loops.
 
 pub mod cli;
 pub mod commands;
@@ -22,6 +23,7 @@ pub mod job;
 pub mod logging;
 pub mod plan;
 pub mod planner;
+pub mod prefetch;
 pub mod progress;
 pub mod rng;
 pub mod storage;

@@ -269,13 +269,8 @@ const PREFETCH_ROWS_AHEAD: usize = 8;
 /// most of the comparison's time.
 #[inline(always)]
 fn prefetch(sketches: &[Option<&[u8]>], row: usize) {
-    #[cfg(target_arch = "x86_64")]
     if let Some(Some(sketch)) = sketches.get(row) {
-        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-        for line in sketch.chunks(64) {
-            // SAFETY: a prefetch reads nothing the program sees; the address is in the slice.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(line.as_ptr().cast()) };
-        }
+        crate::prefetch::prefetch(*sketch);
     }
 }
 

@@ -225,7 +225,8 @@ impl Keep<'_> {
             if class & CharClass::LETTER != 0 {
                 // The character's own bytes: no encoding it again. Copied at a length known
                 // when compiled: a copy of one to four bytes of unknown length was a call to
-                // memcpy per character (6% of the stage on Chinese pages).
+                // memcpy per character (memmove was 8.0% of the stage's samples on Chinese
+                // pages before, 2.9% after).
                 match *bytes {
                     [a, b, c] => out.extend_from_slice(&[a, b, c]),
                     [a, b] => out.extend_from_slice(&[a, b]),

@@ -8,6 +8,8 @@
 //! no control bytes, and a probe decides on one word. The occupied slots are listed as they
 //! fill, so a document walks and clears only as many slots as it has distinct features.
 
+use crate::prefetch::prefetch;
+
 /// Slots of a table at least; a power of two.
 const MIN_SLOTS: usize = 64;
 
@@ -118,19 +120,6 @@ impl DistinctFeatures {
             .map(|&at| self.keys[at as usize])
             .chain(zero)
     }
-}
-
-/// Asks the CPU to bring `slot` into its cache; a hint only, which does not wait for it.
-#[inline(always)]
-fn prefetch(slot: &u64) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-        // SAFETY: a prefetch reads nothing the program sees; the address is a live reference.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(std::ptr::from_ref(slot).cast()) };
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = slot;
 }
 
 #[cfg(test)]
