@@ -61,6 +61,13 @@ static TRADITIONAL: LazyLock<Vec<u64>> = LazyLock::new(|| {
     bits
 });
 
+/// Whether a phrase of the T2S conversion starts with `c`.
+fn starts_phrase(c: char) -> bool {
+    T2S_TABLE
+        .as_ref()
+        .is_some_and(|table| table.starts_phrase(c))
+}
+
 /// A bit per Basic Multilingual Plane character: one load and a mask, no hashing, per
 /// character of every Chinese text.
 fn is_traditional(c: char) -> bool {
@@ -171,13 +178,16 @@ enum Pass {
 /// (`normalize_characters`), the width and script steps then find nothing to change, and
 /// lower-casing changes only ASCII capitals.
 ///
-/// With the character-level script step on, a Traditional character does not stop the pass:
-/// its Han run is converted by table where it ends (`HanRun`) and its letters in `out` are
-/// replaced by the conversion's, each checked as any other character. The same letters as NFKC
-/// first: such a text's NFKC only spells ASCII forms, which are not Han, so the runs are the
-/// same either way; and the same as converting every run (`simplify_han_runs`), since a run
-/// without a Traditional character does not change. A character the conversion gives is not
-/// converted again (覆 in 覆盖 is Simplified text, as the script step leaves it).
+/// With the character-level script step on, a character that changes alone or starts a
+/// phrase does not stop the pass: it is converted where it stands (`convert_here`: the longest
+/// phrase that starts there, or the character alone) and the letters it gives are checked as
+/// any other character's. The same letters as converting every Han run (`simplify_han_runs`):
+/// the conversion takes a phrase or a character at a time from a run's start, a phrase is Han
+/// characters only (so none crosses a run's end), and at a character of neither class it is
+/// the character itself; a run without a Traditional character does not change, so converting
+/// only those is converting all. The same as NFKC first: such a text's NFKC only spells ASCII
+/// forms, which are not Han. A character the conversion gives is not converted again (覆 in
+/// 覆盖 is Simplified text, as the script step leaves it).
 fn letters_in_one_pass(text: &str, cleaning: &Cleaning, stops: u8, out: &mut String) -> Pass {
     // The letters are written as bytes, then checked back into `out` once: pushing one char at
     // a time cost a branch per byte on whether to keep it, which mispredicts at every space
@@ -251,44 +261,26 @@ fn copy_char(bytes: &[u8], out: &mut Vec<u8>) {
     }
 }
 
-/// A run of Han characters being read with the character-level script step on.
-struct HanRun {
-    /// Where it starts in the text.
-    start: usize,
-    /// Where its letters start in the output.
-    letters: usize,
-    /// Whether it holds a character that the conversion may change (`TRADITIONAL`).
-    traditional: bool,
-}
-
-impl HanRun {
-    /// The run ends before `end`: when it holds a Traditional character, its letters in `out`
-    /// are replaced by those of its conversion. False when the table is missing (the T2S
-    /// dictionaries did not load) or a converted character is of a `stop` class.
-    fn end(&self, text: &str, end: usize, keep: &Keep, out: &mut Vec<u8>) -> bool {
-        if !self.traditional {
-            return true;
-        }
-        let Some(table) = &*T2S_TABLE else {
-            return false;
+/// The character-level script step at byte `at` of `text`, a character that changes alone or
+/// starts a phrase: the letters of what the longest phrase starting there, or else the
+/// character alone, becomes, written to `out`; the bytes of `text` it stands for. `None` when
+/// the table is missing (the T2S dictionaries did not load), the character is beyond the Basic
+/// Multilingual Plane (the converter's to do), or a letter it gives is of a `stop` class.
+fn convert_here(text: &str, at: usize, keep: &Keep, out: &mut Vec<u8>) -> Option<usize> {
+    let table = T2S_TABLE.as_ref()?;
+    let (converted, consumed) = table.convert_first(text.get(at..)?)?;
+    let classes = &*CHAR_CLASSES;
+    for (at, c) in converted.char_indices() {
+        let class = match classes.get(c as usize) {
+            Some(&class) => class,
+            None => converted_class_beyond_bmp(c),
         };
-        out.truncate(self.letters);
-        let classes = &*CHAR_CLASSES;
-        let mut kept = true;
-        let converted = table.convert_run_into(&text[self.start..end], |piece| {
-            for (at, c) in piece.char_indices() {
-                let bytes = &piece.as_bytes()[at..at + c.len_utf8()];
-                match classes.get(c as usize) {
-                    Some(&CharClass::PLAIN_HAN) if keep.copies_plain_han() => {
-                        copy_char(bytes, out);
-                    }
-                    Some(&class) => kept &= keep.push(class, c, bytes, out),
-                    None => kept &= keep.push(converted_class_beyond_bmp(c), c, bytes, out),
-                }
-            }
-        });
-        kept && converted.is_some()
+        let bytes = &converted.as_bytes()[at..at + c.len_utf8()];
+        if !keep.push(class, c, bytes, out) {
+            return None;
+        }
     }
+    Some(consumed)
 }
 
 /// The class of a character beyond the Basic Multilingual Plane that the script step gives
@@ -320,8 +312,13 @@ fn letters_as_bytes(text: &str, cleaning: &Cleaning, stops: u8, out: &mut Vec<u8
     };
     let classes = &*CHAR_CLASSES;
     let bytes = text.as_bytes();
-    // The Han run being read, with the character-level script step on.
-    let mut run: Option<HanRun> = None;
+    // With the script step on, the classes it converts at; and the bits that do not keep a Han
+    // letter from being copied as it is (without the step, whether it could change).
+    let converts = match script {
+        0 => 0,
+        _ => CharClass::TRADITIONAL | CharClass::PHRASE_START,
+    };
+    let plain = !(CharClass::TRADITIONAL | CharClass::PHRASE_START) | converts;
     let plain_han_kept = keep.copies_plain_han();
     let mut at = 0;
     'text: while at < bytes.len() {
@@ -330,9 +327,6 @@ fn letters_as_bytes(text: &str, cleaning: &Cleaning, stops: u8, out: &mut Vec<u8
         // branch on the byte.
         let ascii_run = ascii_prefix_len(&bytes[at..]);
         if ascii_run > 0 {
-            if !run.take().is_none_or(|han| han.end(text, at, &keep, out)) {
-                return Pass::General;
-            }
             let start = out.len();
             out.resize(start + ascii_run, 0);
             let written = &mut out[start..];
@@ -360,30 +354,22 @@ fn letters_as_bytes(text: &str, cleaning: &Cleaning, stops: u8, out: &mut Vec<u8
             let Some(&class) = classes.get(c as usize) else {
                 return Pass::General;
             };
-            if class == CharClass::PLAIN_HAN && plain_han_kept {
-                // What the steps below do for a Han letter no step changes, without asking.
-                if script != 0 && run.is_none() {
-                    run = Some(HanRun {
-                        start: at,
-                        letters: out.len(),
-                        traditional: false,
-                    });
-                }
+            if class & plain == CharClass::PLAIN_HAN && plain_han_kept {
+                // What `push` does for a Han letter no step changes, without asking.
                 copy_char(&bytes[at..at + width], out);
                 at += width;
                 continue;
             }
-            if script != 0 {
-                if class & CharClass::HAN != 0 {
-                    let han = run.get_or_insert(HanRun {
-                        start: at,
-                        letters: out.len(),
-                        traditional: false,
-                    });
-                    han.traditional |= class & script != 0;
-                } else if !run.take().is_none_or(|han| han.end(text, at, &keep, out)) {
+            if class & converts != 0 {
+                // The character itself first: the steps before the script step see it.
+                if class & keep.stop != 0 {
                     return Pass::General;
                 }
+                match convert_here(text, at, &keep, out) {
+                    Some(consumed) => at += consumed,
+                    None => return Pass::General,
+                }
+                continue;
             }
             if !keep.push(class, c, &bytes[at..at + width], out) {
                 return Pass::General;
@@ -391,11 +377,7 @@ fn letters_as_bytes(text: &str, cleaning: &Cleaning, stops: u8, out: &mut Vec<u8
             at += width;
         }
     }
-    if run.is_none_or(|han| han.end(text, text.len(), &keep, out)) {
-        Pass::Done
-    } else {
-        Pass::General
-    }
+    Pass::Done
 }
 
 /// The character that starts at byte `at` of `text` (a character boundary), and its width in
@@ -451,6 +433,9 @@ impl CharClass {
     const HAN: u8 = 1 << 5;
     /// Lower-casing changes it.
     const CASED: u8 = 1 << 6;
+    /// The character-level script step may change it together with the characters after it:
+    /// it starts a phrase of the conversion (`T2sTable`).
+    const PHRASE_START: u8 = 1 << 7;
     /// A Han letter and nothing else: what most characters of a Chinese page are.
     const PLAIN_HAN: u8 = Self::LETTER | Self::HAN;
 
@@ -489,6 +474,7 @@ static CHAR_CLASSES: LazyLock<Vec<u8>> = LazyLock::new(|| {
                 (is_wide(c), CharClass::WIDE),
                 (is_traditional(c), CharClass::TRADITIONAL),
                 (is_han(c), CharClass::HAN),
+                (starts_phrase(c), CharClass::PHRASE_START),
                 (!c.to_lowercase().eq([c]), CharClass::CASED),
             ];
             flags
@@ -920,6 +906,7 @@ mod tests {
             "\u{A0}", "…", "™", "²", "①", "ﬁ", "體", "回覆", "É", "é", "Σ", "ǅ", "\u{301}", "𠀀",
             "𝒜", "<b>", "&amp;", "&#x4E2D;", "ß", "İ", "⾞", "乾燥", "頭髮", "這個", "瞭解",
             "沈默", "軟體", "檔", "後", "㐀", "豈", "ж", "Ж", "ñ", "한", "ア", "鴥", "駉", "𡵓",
+            "反", "覆", "反覆", "於", "乾", "乾隆", "藉口", "藉",
         ];
         let mut random = crate::rng::SplitMix64(13);
         for case in 0..4000 {
@@ -938,11 +925,19 @@ mod tests {
     }
 
     #[test]
-    fn every_phrase_that_changes_holds_a_character_that_flags_its_run() {
+    fn every_phrase_is_han_and_each_that_changes_holds_a_traditional_character() {
         let table = T2S_TABLE.as_ref().expect("the T2S table builds");
         let mut phrases = 0;
         for (key, value) in table.phrases() {
             phrases += 1;
+            // Han characters of the Basic Multilingual Plane only: no phrase crosses the end of
+            // a Han run, and each starts with a character of class `PHRASE_START`.
+            assert!(key.chars().all(|c| is_han(c) && c <= '\u{FFFF}'), "{key}");
+            let first = key.chars().next().expect("no empty key");
+            assert!(
+                CHAR_CLASSES[first as usize] & CharClass::PHRASE_START != 0,
+                "{key}"
+            );
             if key != value {
                 assert!(key.chars().any(is_traditional), "{key} -> {value}");
             }

@@ -96,42 +96,49 @@ impl T2sTable {
             .map(|(key, value)| (&**key, &**value))
     }
 
+    /// Whether a phrase key starts with `c`.
+    pub fn starts_phrase(&self, c: char) -> bool {
+        let code = c as usize;
+        code < 0x10000 && (self.starts_phrase[code / 64] >> (code % 64)) & 1 == 1
+    }
+
     /// The conversion of a run of Han characters, or `None` when it holds a character outside
     /// the Basic Multilingual Plane (the converter's to do).
     pub fn convert_run(&self, run: &str) -> Option<String> {
         let mut out = String::with_capacity(run.len());
-        self.convert_run_into(run, |piece| out.push_str(piece))?;
+        let mut rest = run;
+        while !rest.is_empty() {
+            let (piece, consumed) = self.convert_first(rest)?;
+            out.push_str(piece);
+            rest = &rest[consumed..];
+        }
         Some(out)
     }
 
-    /// The conversion of a run of Han characters given piece by piece to `piece` (a character
-    /// as it is, or what a character or a phrase becomes), without building a string; `None`
-    /// at the first character outside the Basic Multilingual Plane, after the pieces before it.
-    pub fn convert_run_into(&self, run: &str, mut piece: impl FnMut(&str)) -> Option<()> {
-        let mut rest = run;
-        while let Some(c) = rest.chars().next() {
-            let code = c as usize;
-            if code >= 0x10000 {
-                return None;
-            }
-            if (self.starts_phrase[code / 64] >> (code % 64)) & 1 == 1 {
-                let matched = self
-                    .phrases
-                    .get(&c)
-                    .and_then(|list| list.iter().find(|(key, _)| rest.starts_with(&**key)));
-                if let Some((key, value)) = matched {
-                    piece(value);
-                    rest = &rest[key.len()..];
-                    continue;
-                }
-            }
-            let width = c.len_utf8();
-            match self.single[code] {
-                0 => piece(&rest[..width]),
-                index => piece(&self.singles[usize::from(index) - 1]),
-            }
-            rest = &rest[width..];
+    /// The conversion's step at the start of `rest`, a run of Han characters or what is left of
+    /// one: what the longest phrase key that `rest` starts with becomes, or else what its first
+    /// character becomes alone (itself, when it does not change), with the bytes of `rest` that
+    /// stand for it. `None` when `rest` is empty or starts with a character outside the Basic
+    /// Multilingual Plane.
+    pub fn convert_first<'a>(&'a self, rest: &'a str) -> Option<(&'a str, usize)> {
+        let c = rest.chars().next()?;
+        let code = c as usize;
+        if code >= 0x10000 {
+            return None;
         }
-        Some(())
+        if self.starts_phrase(c) {
+            let matched = self
+                .phrases
+                .get(&c)
+                .and_then(|list| list.iter().find(|(key, _)| rest.starts_with(&**key)));
+            if let Some((key, value)) = matched {
+                return Some((value, key.len()));
+            }
+        }
+        let width = c.len_utf8();
+        Some(match self.single[code] {
+            0 => (&rest[..width], width),
+            index => (&self.singles[usize::from(index) - 1], width),
+        })
     }
 }
