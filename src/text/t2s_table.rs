@@ -19,7 +19,22 @@ use ferrous_opencc::OpenCC;
 const PHRASE_KEYS: &str = include_str!("t2s_phrases.txt");
 
 /// A phrase key and what it becomes.
-type Phrase = (Box<str>, Box<str>);
+struct Phrase {
+    key: Box<str>,
+    value: Box<str>,
+    /// The key's second character's bytes (`three_bytes`), compared before the whole key:
+    /// most phrases that start with a character differ in the next, and a comparison of the
+    /// whole key was a call to memcmp per phrase listed.
+    second: Option<u32>,
+}
+
+/// The three bytes of `bytes` from `at` as a number, `None` past its end.
+fn three_bytes(bytes: &[u8], at: usize) -> Option<u32> {
+    match *bytes.get(at..at + 3)? {
+        [a, b, c] => Some(u32::from_le_bytes([a, b, c, 0])),
+        _ => None,
+    }
+}
 
 pub struct T2sTable {
     /// For each character of the Basic Multilingual Plane: 0, or the index plus one in
@@ -28,8 +43,11 @@ pub struct T2sTable {
     singles: Vec<Box<str>>,
     /// A bit per character of the Basic Multilingual Plane that starts a phrase key.
     starts_phrase: Vec<u64>,
+    /// For each character of the Basic Multilingual Plane: 0, or the index plus one in
+    /// `phrases` of the list of phrases that start with it (a lookup without hashing).
+    phrase_list: Vec<u16>,
     /// The phrases that start with a character, longest first, each with what it becomes.
-    phrases: HashMap<char, Vec<Phrase>>,
+    phrases: Vec<Vec<Phrase>>,
 }
 
 impl T2sTable {
@@ -52,7 +70,7 @@ impl T2sTable {
             single[code] = u16::try_from(singles.len()).unwrap_or(0);
         }
         let mut starts_phrase = vec![0u64; 0x10000 / 64];
-        let mut phrases: HashMap<char, Vec<Phrase>> = HashMap::new();
+        let mut by_first: HashMap<char, Vec<Phrase>> = HashMap::new();
         for key in PHRASE_KEYS
             .lines()
             .filter(|line| !line.is_empty() && !line.starts_with('#'))
@@ -64,18 +82,29 @@ impl T2sTable {
                 starts_phrase[first as usize / 64] |= 1 << (first as usize % 64);
             }
             let value = converter.convert(key);
-            phrases
-                .entry(first)
-                .or_default()
-                .push((key.into(), value.into()));
+            by_first.entry(first).or_default().push(Phrase {
+                key: key.into(),
+                value: value.into(),
+                second: three_bytes(key.as_bytes(), first.len_utf8()),
+            });
         }
-        for list in phrases.values_mut() {
-            list.sort_by_key(|(key, _)| std::cmp::Reverse(key.len()));
+        let mut phrase_list = vec![0u16; 0x10000];
+        let mut phrases = Vec::new();
+        for (first, mut list) in by_first {
+            list.sort_by_key(|phrase| std::cmp::Reverse(phrase.key.len()));
+            phrases.push(list);
+            if let (Some(slot), Ok(index)) = (
+                phrase_list.get_mut(first as usize),
+                u16::try_from(phrases.len()),
+            ) {
+                *slot = index;
+            }
         }
         Self {
             single,
             singles,
             starts_phrase,
+            phrase_list,
             phrases,
         }
     }
@@ -91,9 +120,9 @@ impl T2sTable {
     #[cfg(test)]
     pub fn phrases(&self) -> impl Iterator<Item = (&str, &str)> {
         self.phrases
-            .values()
+            .iter()
             .flatten()
-            .map(|(key, value)| (&**key, &**value))
+            .map(|phrase| (&*phrase.key, &*phrase.value))
     }
 
     /// Whether a phrase key starts with `c`.
@@ -126,16 +155,22 @@ impl T2sTable {
         if code >= 0x10000 {
             return None;
         }
+        let width = c.len_utf8();
         if self.starts_phrase(c) {
-            let matched = self
-                .phrases
-                .get(&c)
-                .and_then(|list| list.iter().find(|(key, _)| rest.starts_with(&**key)));
-            if let Some((key, value)) = matched {
-                return Some((value, key.len()));
+            let list = usize::from(self.phrase_list[code]).checked_sub(1);
+            let second = three_bytes(rest.as_bytes(), width);
+            let matched = list
+                .and_then(|list| self.phrases.get(list))
+                .and_then(|list| {
+                    list.iter().find(|phrase| {
+                        (phrase.second.is_none() || phrase.second == second)
+                            && rest.starts_with(&*phrase.key)
+                    })
+                });
+            if let Some(phrase) = matched {
+                return Some((&phrase.value, phrase.key.len()));
             }
         }
-        let width = c.len_utf8();
         Some(match self.single[code] {
             0 => (&rest[..width], width),
             index => (&self.singles[usize::from(index) - 1], width),
