@@ -421,7 +421,8 @@ struct CharClass;
 impl CharClass {
     /// A letter or digit: what the n-gram modes keep.
     const LETTER: u8 = 1;
-    /// NFKC spells it in ASCII by itself (`ASCII_FORMS`).
+    /// NFKC spells it by itself in ASCII (`ASCII_FORMS`), or in characters that are neither
+    /// letters nor digits and leave their neighbours alone (`is_silent_form`).
     const ASCII_FORM: u8 = 1 << 1;
     /// NFKC may change it or its neighbours: not a stable starter, and not an ASCII form.
     const NFKC: u8 = 1 << 2;
@@ -466,7 +467,7 @@ static CHAR_CLASSES: LazyLock<Vec<u8>> = LazyLock::new(|| {
             let Some(c) = char::from_u32(code) else {
                 return CharClass::NFKC;
             };
-            let ascii_form = ASCII_FORMS.spelling(c).is_some();
+            let ascii_form = ASCII_FORMS.spelling(c).is_some() || is_silent_form(c);
             let flags = [
                 (c.is_alphanumeric(), CharClass::LETTER),
                 (ascii_form, CharClass::ASCII_FORM),
@@ -599,6 +600,31 @@ static STABLE_STARTERS: LazyLock<Vec<u64>> = LazyLock::new(|| {
 fn is_stable_starter(c: char) -> bool {
     let c = c as usize;
     c < 0x10000 && (STABLE_STARTERS[c / 64] >> (c % 64)) & 1 == 1
+}
+
+/// Whether NFKC writes `c`, wherever it stands, as characters that are neither letters nor
+/// digits and that leave their neighbours alone, so that the letters of a text are those of
+/// the text without it: a space and combining marks (the spacing accents ´ ¨ ¯, which a
+/// Chinese page writes for an apostrophe), or stable starters only (￥ as ¥, ″ as two primes).
+/// A space composes with nothing, and a stable starter with nothing before it; a mark that
+/// follows `c` would be reordered with its marks, but a mark is not a stable starter, and
+/// sends the text to the general path itself. `ASCII_FORMS` spells none of them, and
+/// `Keep::push` writes nothing for them.
+fn is_silent_form(c: char) -> bool {
+    if is_stable_starter(c) {
+        return false;
+    }
+    let spelled: Vec<char> = std::iter::once(c).nfkd().collect();
+    if spelled.iter().any(|d| d.is_alphanumeric()) {
+        return false;
+    }
+    match spelled.split_first() {
+        Some((' ', marks)) if !marks.is_empty() => marks
+            .iter()
+            .all(|&mark| unicode_normalization::char::canonical_combining_class(mark) != 0),
+        Some(_) => spelled.iter().all(|&d| is_stable_starter(d)),
+        None => false,
+    }
 }
 
 /// The characters of the Basic Multilingual Plane outside ASCII whose compatibility
@@ -906,7 +932,8 @@ mod tests {
             "\u{A0}", "…", "™", "²", "①", "ﬁ", "體", "回覆", "É", "é", "Σ", "ǅ", "\u{301}", "𠀀",
             "𝒜", "<b>", "&amp;", "&#x4E2D;", "ß", "İ", "⾞", "乾燥", "頭髮", "這個", "瞭解",
             "沈默", "軟體", "檔", "後", "㐀", "豈", "ж", "Ж", "ñ", "한", "ア", "鴥", "駉", "𡵓",
-            "反", "覆", "反覆", "於", "乾", "乾隆", "藉口", "藉",
+            "反", "覆", "反覆", "於", "乾", "乾隆", "藉口", "藉", "´", "¨", "¯", "￥", "″", "‑",
+            "゛", "·", "\u{316}", "\u{345}", "\u{1100}", "\u{1161}", "ﾞ",
         ];
         let mut random = crate::rng::SplitMix64(13);
         for case in 0..4000 {
