@@ -8,7 +8,9 @@
 //! itself when it is ready for one: from its own input partition first, then, once that is
 //! done, from the others. Input partitions are read one caller at a time, so the reading
 //! (decoding) of one input partition is serialised; with as many input partitions as outputs
-//! (`crate::engine::row_slices`) each output reads its own until it runs dry.
+//! (`crate::engine::row_slices`) each output reads its own until it runs dry, and with fewer
+//! (`OnDemand::slices`, the signature stage's two outputs per core) the outputs that share an
+//! input take its batches in turn.
 //!
 //! A batch of many bytes is cut into pieces of about `PIECE_BYTES` of text before it is handed
 //! out, and the pieces not taken at once wait for whichever output asks next: batches are cut
@@ -50,6 +52,9 @@ extensions_options! {
     pub struct OnDemand {
         /// Whether round-robin repartitions become `OnDemandExec`.
         pub enabled: bool, default = false
+        /// Into how many row ranges a Parquet scan under one is cut, at most; 0 for as many as
+        /// the repartition has outputs. Fewer ranges than outputs: each range read once.
+        pub slices: usize, default = 0
     }
 }
 
@@ -70,13 +75,14 @@ impl PhysicalOptimizerRule for DealOnDemand {
         plan: Arc<dyn ExecutionPlan>,
         config: &ConfigOptions,
     ) -> DataFusionResult<Arc<dyn ExecutionPlan>> {
-        if !config
+        let Some(on_demand) = config
             .extensions
             .get::<OnDemand>()
-            .is_some_and(|on_demand| on_demand.enabled)
-        {
+            .filter(|on_demand| on_demand.enabled)
+        else {
             return Ok(plan);
-        }
+        };
+        let most_slices = on_demand.slices;
         plan.transform_up(|node| {
             let Some(repartition) = node.downcast_ref::<RepartitionExec>() else {
                 return Ok(Transformed::no(node));
@@ -88,7 +94,11 @@ impl PhysicalOptimizerRule for DealOnDemand {
                 return Ok(Transformed::no(node));
             }
             let input = repartition.input();
-            let input = row_slices::sliced(input, outputs).unwrap_or_else(|| Arc::clone(input));
+            let slices = match most_slices {
+                0 => outputs,
+                most => most.min(outputs),
+            };
+            let input = row_slices::sliced(input, slices).unwrap_or_else(|| Arc::clone(input));
             Ok(Transformed::yes(
                 Arc::new(OnDemandExec::new(input, outputs)) as _,
             ))
@@ -543,7 +553,8 @@ mod tests {
     }
 
     /// The rule in a session: a one-row-group file's round-robin repartition becomes an
-    /// `OnDemandExec` over the file cut into row ranges, and every row comes out once.
+    /// `OnDemandExec` over the file cut into row ranges (as many as its outputs, or as the
+    /// option says when fewer), and every row comes out once.
     #[tokio::test]
     async fn a_one_row_group_file_is_dealt_on_demand_over_row_ranges() {
         use datafusion::execution::SessionStateBuilder;
@@ -554,12 +565,15 @@ mod tests {
         let path = dir.path().join("one.parquet");
         let rows = 20_000;
         crate::engine::row_slices::tests::one_row_group_file(&path, rows);
-        for enabled in [false, true] {
+        for (enabled, slices) in [(false, 0), (true, 0), (true, 2)] {
             let mut config = SessionConfig::new()
                 .with_target_partitions(3)
                 .with_batch_size(256);
             config.options_mut().optimizer.repartition_file_scans = false;
-            config.options_mut().extensions.insert(OnDemand { enabled });
+            config
+                .options_mut()
+                .extensions
+                .insert(OnDemand { enabled, slices });
             let mut rules = PhysicalOptimizer::new().rules;
             rules.push(Arc::new(DealOnDemand));
             let state = SessionStateBuilder::new()
@@ -583,13 +597,18 @@ mod tests {
             let mut on_demand = Vec::new();
             plan.apply(|node| {
                 if let Some(exec) = node.downcast_ref::<OnDemandExec>() {
-                    on_demand.push(exec.input.output_partitioning().partition_count());
+                    let inputs = exec.input.output_partitioning().partition_count();
+                    on_demand.push((exec.outputs, inputs));
                 }
                 Ok(TreeNodeRecursion::Continue)
             })
             .unwrap();
-            let expected: &[usize] = if enabled { &[3] } else { &[] };
-            assert_eq!(on_demand, expected, "enabled {enabled}");
+            let expected: &[(usize, usize)] = match (enabled, slices) {
+                (false, _) => &[],
+                (true, 0) => &[(3, 3)],
+                (true, _) => &[(3, 2)],
+            };
+            assert_eq!(on_demand, expected, "enabled {enabled}, slices {slices}");
             let mut seen: Vec<(i64, i64)> = collect_partitioned(plan, ctx.task_ctx())
                 .await
                 .unwrap()
@@ -611,7 +630,7 @@ mod tests {
                 .collect();
             seen.sort_unstable();
             let want: Vec<(i64, i64)> = (0..rows).map(|n| (n * 2, n)).collect();
-            assert_eq!(seen, want, "enabled {enabled}");
+            assert_eq!(seen, want, "enabled {enabled}, slices {slices}");
         }
     }
 }
