@@ -270,6 +270,16 @@ fn convert_here(text: &str, at: usize, keep: &Keep, out: &mut Vec<u8>) -> Option
     let table = T2S_TABLE.as_ref()?;
     let (converted, consumed) = table.convert_first(text.get(at..)?)?;
     let classes = &*CHAR_CLASSES;
+    // A phrase's characters after the first (which the caller checked): the steps before the
+    // script step see them too.
+    let mut taken = text.get(at..at + consumed)?.chars().skip(1);
+    if taken.any(|c| {
+        classes
+            .get(c as usize)
+            .is_none_or(|&class| class & keep.stop != 0)
+    }) {
+        return None;
+    }
     for (at, c) in converted.char_indices() {
         let class = match classes.get(c as usize) {
             Some(&class) => class,
