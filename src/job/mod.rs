@@ -65,10 +65,11 @@ pub const DEALT_TEXT_BATCH_ROWS: usize = 256;
 /// Outputs of the signature stage per core where the cores take the batches on demand
 /// (`crate::engine::on_demand`). In perf's per-thread timeline of debian_docs (one row group)
 /// on two threads with one output per core, one core sat idle 5-10 ms at a time while the
-/// other decompressed a page of the texts inside its output's poll; with two per core the
-/// stage took 0.186-0.198 s against 0.185-0.209 s (medians 0.190 and 0.201, six alternating
-/// rounds; four: 0.176-0.196 against 0.175-0.203; eight: 0.201-0.224). One thread is left
-/// alone: two outputs there took 0.291-0.322 s against 0.280-0.297 s.
+/// other decompressed a page of the texts inside its output's poll; with two per core, over
+/// one row range per core, the stage took 0.158-0.185 s against 0.177-0.192 s (medians 0.166
+/// and 0.190, six alternating rounds; two per core over four ranges 0.168-0.187 s; eight
+/// outputs over eight ranges 0.201-0.224 s). One thread is left alone: two outputs there took
+/// 0.291-0.322 s against 0.280-0.297 s.
 const OUTPUTS_PER_CORE: usize = 2;
 
 /// Runs the job: its outputs are committed under `config.output` when it returns the summary.

@@ -298,6 +298,11 @@ fn convert_here(text: &str, at: usize, keep: &Keep, out: &mut Vec<u8>) -> Option
 /// it is a letter, and whether lower-casing changes it. NFKC and width come before the script
 /// step, and its output is not converted again.
 fn converted_class_beyond_bmp(c: char) -> u8 {
+    letter_and_case(c)
+}
+
+/// The `LETTER` and `CASED` bits of a character's class.
+fn letter_and_case(c: char) -> u8 {
     let mut class = 0;
     if c.is_alphanumeric() {
         class |= CharClass::LETTER;
@@ -354,7 +359,7 @@ fn letters_as_bytes(text: &str, cleaning: &Cleaning, stops: u8, out: &mut Vec<u8
             continue;
         }
         // Characters other than ASCII, up to the next ASCII byte: on Chinese pages, looking
-        // for an ASCII run before each character was a sixth of the pass.
+        // for an ASCII run before each character held the pass's hottest instructions.
         while let Some(&lead) = bytes.get(at)
             && !lead.is_ascii()
         {
@@ -479,19 +484,17 @@ static CHAR_CLASSES: LazyLock<Vec<u8>> = LazyLock::new(|| {
             };
             let ascii_form = ASCII_FORMS.spelling(c).is_some() || is_silent_form(c);
             let flags = [
-                (c.is_alphanumeric(), CharClass::LETTER),
                 (ascii_form, CharClass::ASCII_FORM),
                 (!ascii_form && !is_stable_starter(c), CharClass::NFKC),
                 (is_wide(c), CharClass::WIDE),
                 (is_traditional(c), CharClass::TRADITIONAL),
                 (is_han(c), CharClass::HAN),
                 (starts_phrase(c), CharClass::PHRASE_START),
-                (!c.to_lowercase().eq([c]), CharClass::CASED),
             ];
             flags
                 .iter()
                 .filter(|(set, _)| *set)
-                .fold(0, |class, (_, bit)| class | bit)
+                .fold(letter_and_case(c), |class, (_, bit)| class | bit)
         })
         .collect()
 });

@@ -41,8 +41,6 @@ pub struct T2sTable {
     /// `singles` of what it becomes alone.
     single: Vec<u16>,
     singles: Vec<Box<str>>,
-    /// A bit per character of the Basic Multilingual Plane that starts a phrase key.
-    starts_phrase: Vec<u64>,
     /// For each character of the Basic Multilingual Plane: 0, or the index plus one in
     /// `phrases` of the list of phrases that start with it (a lookup without hashing).
     phrase_list: Vec<u16>,
@@ -69,7 +67,6 @@ impl T2sTable {
             // About four thousand characters change: the index fits.
             single[code] = u16::try_from(singles.len()).unwrap_or(0);
         }
-        let mut starts_phrase = vec![0u64; 0x10000 / 64];
         let mut by_first: HashMap<char, Vec<Phrase>> = HashMap::new();
         for key in PHRASE_KEYS
             .lines()
@@ -78,9 +75,6 @@ impl T2sTable {
             let Some(first) = key.chars().next() else {
                 continue;
             };
-            if (first as usize) < 0x10000 {
-                starts_phrase[first as usize / 64] |= 1 << (first as usize % 64);
-            }
             let value = converter.convert(key);
             by_first.entry(first).or_default().push(Phrase {
                 key: key.into(),
@@ -103,7 +97,6 @@ impl T2sTable {
         Self {
             single,
             singles,
-            starts_phrase,
             phrase_list,
             phrases,
         }
@@ -127,8 +120,9 @@ impl T2sTable {
 
     /// Whether a phrase key starts with `c`.
     pub fn starts_phrase(&self, c: char) -> bool {
-        let code = c as usize;
-        code < 0x10000 && (self.starts_phrase[code / 64] >> (code % 64)) & 1 == 1
+        self.phrase_list
+            .get(c as usize)
+            .is_some_and(|&list| list != 0)
     }
 
     /// The conversion of a run of Han characters, or `None` when it holds a character outside
@@ -156,17 +150,14 @@ impl T2sTable {
             return None;
         }
         let width = c.len_utf8();
-        if self.starts_phrase(c) {
-            let list = usize::from(self.phrase_list[code]).checked_sub(1);
+        if let Some(list) = usize::from(self.phrase_list[code]).checked_sub(1) {
             let second = three_bytes(rest.as_bytes(), width);
-            let matched = list
-                .and_then(|list| self.phrases.get(list))
-                .and_then(|list| {
-                    list.iter().find(|phrase| {
-                        (phrase.second.is_none() || phrase.second == second)
-                            && rest.starts_with(&*phrase.key)
-                    })
-                });
+            let matched = self.phrases.get(list).and_then(|list| {
+                list.iter().find(|phrase| {
+                    (phrase.second.is_none() || phrase.second == second)
+                        && rest.starts_with(&*phrase.key)
+                })
+            });
             if let Some(phrase) = matched {
                 return Some((&phrase.value, phrase.key.len()));
             }
