@@ -46,6 +46,7 @@ stages! {
     PAIRED_DOCUMENTS_FILTERED = "04_paired_documents_filtered.sql";
     PAIRED_FINGERPRINTS = "04_paired_fingerprints.sql";
     PAIRS = "04_pairs.sql";
+    PAIRS_EXPANDED = "04_pairs_expanded.sql";
     PAIRS_STAR = "04_pairs_star.sql";
     VERIFY = "04_verify.sql";
     VERIFY_CANDIDATE_FINGERPRINTS = "04_verify_candidate_fingerprints.sql";

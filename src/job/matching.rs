@@ -9,9 +9,10 @@ use crate::error::{Error, Result};
 use crate::fingerprint::Width;
 use crate::index::batch::IndexedBatch;
 use crate::job::candidate_scan;
-use crate::job::choices::Matching;
+use crate::job::choices::{Matching, PairsListed};
 use crate::job::clustering;
 use crate::job::config::{JobConfig, PlanChoice};
+use crate::job::document_pairs;
 use crate::job::fingerprint_counts;
 use crate::job::numbered_groups;
 use crate::job::paired_documents;
@@ -170,6 +171,11 @@ pub async fn run_matching(
     clock.time("verify", verification).await?;
     let pairs = async {
         paired_documents::write(ctx, &bindings, config.width, on_cluster).await?;
+        // Every pair: listed in this process where it can hold the paired documents.
+        let here = config.pairs == PairsListed::All && !on_cluster;
+        if here && document_pairs::write(ctx, &bindings, config.width).await? {
+            return Ok(());
+        }
         run_stage(ctx, &config.pairs.stage(), &bindings).await
     };
     clock.time("pairs", pairs).await?;

@@ -12,6 +12,7 @@ pub mod choices;
 pub mod clustering;
 pub mod config;
 pub mod counts;
+mod document_pairs;
 mod fingerprint_counts;
 mod finish;
 mod ids;

@@ -1,0 +1,727 @@
+//! Stage 4's document pairs in this process (`--pairs all`): the rows of sql/04_pairs.sql
+//! without its joins. `paired_documents` is read once and held by fingerprint; each core takes
+//! its share of `fingerprint_pairs` and lists, for each pair, the documents of its first
+//! fingerprint against those of its second, then its share of the fingerprints several
+//! documents have, every two of their documents at distance 0. A pair is listed when either
+//! document is new (`fresh`), smaller id first, as the joins list it. sql/04_pairs_expanded.sql
+//! writes the rows. The joins copied every id out of each join and again through least /
+//! greatest; here each id is copied once, into its output column.
+//!
+//! The held documents are counted against the session's pool: where it refuses them, and on a
+//! cluster, sql/04_pairs.sql runs instead.
+
+use std::sync::{Arc, Mutex};
+
+use datafusion::arrow::array::{
+    Array, ArrayRef, RecordBatch, UInt8Array, UInt32Array, new_empty_array, new_null_array,
+};
+use datafusion::arrow::compute::{cast, concat, sort_to_indices, take};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::catalog::streaming::StreamingTable;
+use datafusion::common::HashMap;
+use datafusion::common::cast::as_boolean_array;
+use datafusion::error::{DataFusionError, Result as DataFusionResult};
+use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::streaming::PartitionStream;
+use datafusion::prelude::SessionContext;
+use futures::StreamExt;
+
+use crate::engine::sql::{Bindings, run_stage};
+use crate::engine::stages;
+use crate::error::{QueryContext, Result};
+use crate::fingerprint::Width;
+use crate::udf::FingerprintColumn;
+
+/// The table sql/04_pairs_expanded.sql reads.
+const TABLE: &str = "expanded_pairs";
+
+/// Writes `pairs` from `paired_documents` and `fingerprint_pairs` in this process. False, with
+/// nothing written, when the pool refuses the documents: sql/04_pairs.sql must run.
+pub async fn write(ctx: &SessionContext, bindings: &Bindings, width: Width) -> Result<bool> {
+    match width {
+        Width::Bits64 => write_with::<u64>(ctx, bindings).await,
+        Width::Bits128 => write_with::<u128>(ctx, bindings).await,
+    }
+}
+
+async fn write_with<F>(ctx: &SessionContext, bindings: &Bindings) -> Result<bool>
+where
+    F: FingerprintColumn + std::hash::Hash + Eq,
+{
+    let stage = &stages::PAIRS_EXPANDED;
+    let what = || stage.name.to_string();
+    let Some(documents) = HeldDocuments::<F>::read(ctx).await.context(what)? else {
+        log::debug!("{}: joined instead", stage.name);
+        return Ok(false);
+    };
+    let documents = Arc::new(documents);
+    let frame = ctx.table("fingerprint_pairs").await.context(what)?;
+    let mut inputs = frame.execute_stream_partitioned().await.context(what)?;
+    if inputs.is_empty() {
+        // No partition to read still leaves the pairs of shared fingerprints to list.
+        let empty = futures::stream::empty::<DataFusionResult<RecordBatch>>();
+        let schema = Arc::new(Schema::empty());
+        inputs.push(Box::pin(RecordBatchStreamAdapter::new(schema, empty)));
+    }
+    let schema = output_schema(documents.ids.data_type());
+    let shares = inputs.len();
+    let batch_rows = ctx.copied_config().batch_size().max(1);
+    let streams: Vec<Arc<dyn PartitionStream>> = inputs
+        .into_iter()
+        .enumerate()
+        .map(|(share, input)| {
+            Arc::new(Share {
+                schema: Arc::clone(&schema),
+                state: Mutex::new(Some(ShareState {
+                    input,
+                    documents: Arc::clone(&documents),
+                    share,
+                    shares,
+                    batch_rows,
+                })),
+            }) as Arc<dyn PartitionStream>
+        })
+        .collect();
+    let table = StreamingTable::try_new(schema, streams).context(what)?;
+    ctx.register_table(TABLE, Arc::new(table)).context(what)?;
+    let written = run_stage(ctx, stage, bindings).await;
+    ctx.deregister_table(TABLE).context(what)?;
+    written.map(|()| true)
+}
+
+/// The columns of `TABLE`, as sql/04_pairs.sql writes them: the ids in their own type.
+fn output_schema(id_type: &DataType) -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("id_a", id_type.clone(), true),
+        Field::new("id_b", id_type.clone(), true),
+        Field::new("distance", DataType::UInt8, true),
+        Field::new("similarity", DataType::Float64, true),
+    ]))
+}
+
+/// `paired_documents` held by fingerprint: the documents of a fingerprint are a run of `order`.
+struct HeldDocuments<F> {
+    ids: ArrayRef,
+    fresh: Vec<bool>,
+    /// Row numbers (into `ids` and `fresh`) by fingerprint.
+    order: Vec<u32>,
+    /// A fingerprint's run in `order`: start and length.
+    runs: HashMap<F, (u32, u32)>,
+    /// The runs of two documents or more, which hold pairs at distance 0.
+    shared: Vec<(u32, u32)>,
+    /// Each row's place among the ids in order (as least / greatest order them): two ranks
+    /// compare faster than two ids, and a million documents' pairs compare 33 million times.
+    rank: Vec<u32>,
+    _reservation: MemoryReservation,
+}
+
+impl<F: FingerprintColumn + std::hash::Hash + Eq> HeldDocuments<F> {
+    /// The documents, or `None` when the pool refuses their memory (or they are too many for
+    /// 32-bit row numbers).
+    async fn read(ctx: &SessionContext) -> DataFusionResult<Option<Self>> {
+        let reservation =
+            MemoryConsumer::new("paired documents").register(&ctx.runtime_env().memory_pool);
+        let frame = ctx
+            .table("paired_documents")
+            .await?
+            .select_columns(&["id", "simhash", "fresh"])?;
+        let id_type = frame.schema().field(0).data_type().clone();
+        let mut stream = frame.execute_stream().await?;
+        let (mut ids, mut fresh, mut keyed) = (Vec::new(), Vec::new(), Vec::new());
+        // Per row: its fingerprint and row number while sorting, its place in `order`, its
+        // rank and the sort's index for it, its `fresh` and its run (a table slot, the table
+        // at most 7/8 full). The ids twice: as read, and in one array.
+        let per_row =
+            size_of::<(F, usize)>() + 3 * size_of::<u32>() + 1 + (size_of::<F>() + 9) * 8 / 7;
+        while let Some(batch) = stream.next().await {
+            let batch = batch?;
+            let held = 2 * batch.column(0).get_array_memory_size() + batch.num_rows() * per_row;
+            if reservation.try_grow(held).is_err() {
+                return Ok(None);
+            }
+            let first = fresh.len();
+            F::for_each_value(batch.column(1), |row, fingerprint| {
+                keyed.push((fingerprint, first + row));
+            })?;
+            let column = as_boolean_array(batch.column(2))?;
+            fresh.extend(column.iter().map(|f| f == Some(true)));
+            ids.push(Arc::clone(batch.column(0)));
+        }
+        if u32::try_from(fresh.len()).is_err() {
+            return Ok(None);
+        }
+        let ids = match ids.as_slice() {
+            [] => new_empty_array(&id_type),
+            [one] => Arc::clone(one),
+            many => concat(&many.iter().map(AsRef::as_ref).collect::<Vec<_>>())?,
+        };
+        keyed.sort_unstable();
+        let mut runs = HashMap::with_capacity(keyed.len());
+        let mut shared = Vec::new();
+        let mut start = 0;
+        for run in keyed.chunk_by(|a, b| a.0 == b.0) {
+            let place = (start as u32, run.len() as u32);
+            runs.insert(run[0].0, place);
+            if run.len() > 1 {
+                shared.push(place);
+            }
+            start += run.len();
+        }
+        let order = keyed.iter().map(|&(_, row)| row as u32).collect();
+        let mut rank = vec![0; fresh.len()];
+        for (place, row) in sort_to_indices(&ids, None, None)?
+            .values()
+            .iter()
+            .enumerate()
+        {
+            rank[*row as usize] = place as u32;
+        }
+        Ok(Some(Self {
+            ids,
+            fresh,
+            order,
+            runs,
+            shared,
+            rank,
+            _reservation: reservation,
+        }))
+    }
+
+    /// The rows of a fingerprint's documents (none when no document has it).
+    fn documents_of(&self, fingerprint: Option<F>) -> &[u32] {
+        match fingerprint.and_then(|f| self.runs.get(&f)) {
+            Some(&(start, len)) => &self.order[start as usize..(start + len) as usize],
+            None => &[],
+        }
+    }
+}
+
+/// One output partition of `TABLE`: a partition of `fingerprint_pairs` expanded, then every
+/// `shares`-th run of shared fingerprints from the `share`-th.
+struct Share<F> {
+    schema: SchemaRef,
+    /// Taken by the one statement that reads the table.
+    state: Mutex<Option<ShareState<F>>>,
+}
+
+struct ShareState<F> {
+    input: SendableRecordBatchStream,
+    documents: Arc<HeldDocuments<F>>,
+    share: usize,
+    shares: usize,
+    batch_rows: usize,
+}
+
+impl<F> std::fmt::Debug for Share<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(TABLE)
+    }
+}
+
+impl<F: FingerprintColumn + std::hash::Hash + Eq> PartitionStream for Share<F> {
+    fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    fn execute(&self, _ctx: Arc<TaskContext>) -> SendableRecordBatchStream {
+        let state = self
+            .state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take();
+        let schema = Arc::clone(&self.schema);
+        let Some(state) = state else {
+            let read_twice = DataFusionError::Internal(format!("{TABLE} read twice"));
+            let once = futures::stream::once(async { Err(read_twice) });
+            return Box::pin(RecordBatchStreamAdapter::new(schema, once));
+        };
+        let ShareState {
+            input,
+            documents,
+            share,
+            shares,
+            batch_rows,
+        } = state;
+        let shared = SharedPairs {
+            documents: Arc::clone(&documents),
+            schema: Arc::clone(&schema),
+            next_run: share,
+            step: shares,
+            i: 0,
+            j: 1,
+            batch_rows,
+        };
+        let out = Arc::clone(&schema);
+        let across = input.flat_map(move |batch| {
+            let rows: Box<dyn Iterator<Item = DataFusionResult<RecordBatch>> + Send> = match batch
+                .and_then(|batch| {
+                    PairsAcross::new(&batch, Arc::clone(&documents), &out, batch_rows)
+                }) {
+                Ok(across) => Box::new(across),
+                Err(e) => Box::new(std::iter::once(Err(e))),
+            };
+            futures::stream::iter(rows)
+        });
+        let rows = across.chain(futures::stream::iter(shared));
+        Box::pin(RecordBatchStreamAdapter::new(schema, rows))
+    }
+}
+
+/// Output rows being gathered: two documents' rows, the smaller id first, and the fingerprint
+/// pair's row they come from.
+struct Picks {
+    low: Vec<u32>,
+    high: Vec<u32>,
+    from: Vec<u32>,
+}
+
+impl Picks {
+    fn new(capacity: usize) -> Self {
+        Self {
+            low: Vec::with_capacity(capacity),
+            high: Vec::with_capacity(capacity),
+            from: Vec::with_capacity(capacity),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.low.len()
+    }
+
+    /// Adds documents `x` and `y` when either is new.
+    #[inline]
+    fn push<F>(&mut self, documents: &HeldDocuments<F>, x: u32, y: u32, from: u32) {
+        let (xs, ys) = (x as usize, y as usize);
+        if !documents.fresh[xs] && !documents.fresh[ys] {
+            return;
+        }
+        let (low, high) = match documents.rank[xs] > documents.rank[ys] {
+            true => (y, x),
+            false => (x, y),
+        };
+        self.low.push(low);
+        self.high.push(high);
+        self.from.push(from);
+    }
+
+    /// The two id columns, and the rows the pairs come from.
+    fn columns<F>(self, documents: &HeldDocuments<F>) -> DataFusionResult<[ArrayRef; 3]> {
+        let (low, high) = (UInt32Array::from(self.low), UInt32Array::from(self.high));
+        Ok([
+            take(&documents.ids, &low, None)?,
+            take(&documents.ids, &high, None)?,
+            Arc::new(UInt32Array::from(self.from)),
+        ])
+    }
+}
+
+/// The document pairs of one batch of `fingerprint_pairs`, `batch_rows` at a time: a pair
+/// whose fingerprints both have many documents can hold far more rows than the batch.
+struct PairsAcross<F> {
+    documents: Arc<HeldDocuments<F>>,
+    schema: SchemaRef,
+    first: Vec<Option<F>>,
+    second: Vec<Option<F>>,
+    distance: ArrayRef,
+    similarity: ArrayRef,
+    /// Where the listing goes on: fingerprint pair, document of the first, of the second.
+    row: usize,
+    i: usize,
+    j: usize,
+    batch_rows: usize,
+}
+
+impl<F: FingerprintColumn + std::hash::Hash + Eq> PairsAcross<F> {
+    fn new(
+        batch: &RecordBatch,
+        documents: Arc<HeldDocuments<F>>,
+        schema: &SchemaRef,
+        batch_rows: usize,
+    ) -> DataFusionResult<Self> {
+        let column = |name: &str| {
+            batch.column_by_name(name).cloned().ok_or_else(|| {
+                DataFusionError::Internal(format!("fingerprint_pairs has no column {name}"))
+            })
+        };
+        let values = |name: &str| -> DataFusionResult<Vec<Option<F>>> {
+            let mut values = vec![None; batch.num_rows()];
+            F::for_each_value(&column(name)?, |row, value| values[row] = Some(value))?;
+            Ok(values)
+        };
+        Ok(Self {
+            documents,
+            schema: Arc::clone(schema),
+            first: values("simhash_a")?,
+            second: values("simhash_b")?,
+            distance: cast(&column("distance")?, &DataType::UInt8)?,
+            similarity: cast(&column("similarity")?, &DataType::Float64)?,
+            row: 0,
+            i: 0,
+            j: 0,
+            batch_rows,
+        })
+    }
+
+    fn batch(&self, picks: Picks) -> DataFusionResult<RecordBatch> {
+        let [id_a, id_b, from] = picks.columns(&self.documents)?;
+        let columns = vec![
+            id_a,
+            id_b,
+            take(&self.distance, &from, None)?,
+            take(&self.similarity, &from, None)?,
+        ];
+        Ok(RecordBatch::try_new(Arc::clone(&self.schema), columns)?)
+    }
+}
+
+impl<F: FingerprintColumn + std::hash::Hash + Eq> Iterator for PairsAcross<F> {
+    type Item = DataFusionResult<RecordBatch>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let documents = Arc::clone(&self.documents);
+        let mut picks = Picks::new(self.batch_rows);
+        while self.row < self.first.len() {
+            let xs = documents.documents_of(self.first[self.row]);
+            let ys = documents.documents_of(self.second[self.row]);
+            while self.i < xs.len() {
+                while self.j < ys.len() {
+                    if picks.len() == self.batch_rows {
+                        return Some(self.batch(picks));
+                    }
+                    picks.push(&*documents, xs[self.i], ys[self.j], self.row as u32);
+                    self.j += 1;
+                }
+                (self.i, self.j) = (self.i + 1, 0);
+            }
+            (self.row, self.i) = (self.row + 1, 0);
+        }
+        (picks.len() > 0).then(|| self.batch(picks))
+    }
+}
+
+/// The pairs at distance 0 of every `step`-th run of shared fingerprints from `next_run`:
+/// each two documents of the run, once.
+struct SharedPairs<F> {
+    documents: Arc<HeldDocuments<F>>,
+    schema: SchemaRef,
+    next_run: usize,
+    step: usize,
+    i: usize,
+    j: usize,
+    batch_rows: usize,
+}
+
+impl<F> SharedPairs<F> {
+    fn batch(&self, picks: Picks) -> DataFusionResult<RecordBatch> {
+        let rows = picks.len();
+        let [id_a, id_b, _] = picks.columns(&self.documents)?;
+        // Documents of one fingerprint are not checked against each other: no similarity.
+        let columns = vec![
+            id_a,
+            id_b,
+            Arc::new(UInt8Array::from(vec![0; rows])) as ArrayRef,
+            new_null_array(&DataType::Float64, rows),
+        ];
+        Ok(RecordBatch::try_new(Arc::clone(&self.schema), columns)?)
+    }
+}
+
+impl<F> Iterator for SharedPairs<F> {
+    type Item = DataFusionResult<RecordBatch>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let documents = Arc::clone(&self.documents);
+        let mut picks = Picks::new(self.batch_rows);
+        while let Some(&(start, len)) = documents.shared.get(self.next_run) {
+            let run = &documents.order[start as usize..(start + len) as usize];
+            while self.i < run.len() {
+                while self.j < run.len() {
+                    if picks.len() == self.batch_rows {
+                        return Some(self.batch(picks));
+                    }
+                    picks.push(&*documents, run[self.i], run[self.j], 0);
+                    self.j += 1;
+                }
+                self.i += 1;
+                self.j = self.i + 1;
+            }
+            (self.next_run, self.i, self.j) = (self.next_run + self.step, 0, 1);
+        }
+        (picks.len() > 0).then(|| self.batch(picks))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use datafusion::arrow::array::{BooleanArray, Float64Array, Int64Array, StringArray};
+    use datafusion::catalog::MemTable;
+
+    use super::*;
+    use crate::engine::sql::folder_literal;
+    use crate::job::{paired_documents, test_session};
+    use crate::rng::SplitMix64;
+    use crate::storage::Place;
+
+    /// Documents of a case: id, fingerprint (NULL where none), new in this run or indexed.
+    struct Case<F> {
+        ids: ArrayRef,
+        simhashes: Vec<Option<F>>,
+        fresh: Vec<bool>,
+        /// Fingerprint pairs: two fingerprints, their distance and similarity.
+        pairs: Vec<(F, F, u8, Option<f64>)>,
+    }
+
+    impl<F: FingerprintColumn + std::hash::Hash + Eq> Case<F> {
+        /// A session over the case's tables (two partitions each), `paired_documents` written,
+        /// batches of `batch_rows`, bound to write into `dir`.
+        async fn session(
+            &self,
+            pool: Option<usize>,
+            batch_rows: usize,
+            dir: &Place,
+        ) -> (SessionContext, Bindings) {
+            let ctx = test_session::context(pool);
+            ctx.sql(&format!(
+                "SET datafusion.execution.batch_size = {batch_rows}"
+            ))
+            .await
+            .unwrap();
+            let register = |name: &str, fields: Vec<Field>, columns: Vec<ArrayRef>| {
+                let schema: SchemaRef = Arc::new(Schema::new(fields));
+                let all = RecordBatch::try_new(Arc::clone(&schema), columns).unwrap();
+                let half = all.num_rows() / 2;
+                let halves = vec![
+                    vec![all.slice(0, half)],
+                    vec![all.slice(half, all.num_rows() - half)],
+                ];
+                let table = MemTable::try_new(schema, halves).unwrap();
+                ctx.register_table(name, Arc::new(table)).unwrap();
+            };
+            let column = |values: &[Option<F>]| -> ArrayRef {
+                let present: Vec<F> = values.iter().flatten().copied().collect();
+                let dense = F::column(&present).unwrap();
+                let mut next = 0u32;
+                let at: Vec<Option<u32>> = values
+                    .iter()
+                    .map(|v| {
+                        v.map(|_| {
+                            next += 1;
+                            next - 1
+                        })
+                    })
+                    .collect();
+                take(&dense, &UInt32Array::from(at), None).unwrap()
+            };
+            let n = self.fresh.len();
+            let fingerprint = |name: &str| Field::new(name, F::data_type(), true);
+            register(
+                "documents",
+                vec![
+                    Field::new("id", self.ids.data_type().clone(), false),
+                    fingerprint("simhash"),
+                    Field::new("batch", DataType::Int64, false),
+                    Field::new("input_order", DataType::Int64, false),
+                    Field::new("fresh", DataType::Boolean, false),
+                    Field::new("keep_key", DataType::Int64, true),
+                ],
+                vec![
+                    Arc::clone(&self.ids),
+                    column(&self.simhashes),
+                    Arc::new(Int64Array::from(vec![0; n])),
+                    Arc::new(Int64Array::from_iter_values(0..n as i64)),
+                    Arc::new(BooleanArray::from(self.fresh.clone())),
+                    Arc::new(Int64Array::from(vec![None; n])),
+                ],
+            );
+            let mut sorted: Vec<F> = self.simhashes.iter().flatten().copied().collect();
+            sorted.sort_unstable();
+            let runs: Vec<&[F]> = sorted.chunk_by(|a, b| a == b).collect();
+            let values: Vec<F> = runs.iter().map(|run| run[0]).collect();
+            register(
+                "fingerprints",
+                vec![
+                    fingerprint("simhash"),
+                    Field::new("document_count", DataType::Int64, false),
+                ],
+                vec![
+                    F::column(&values).unwrap(),
+                    Arc::new(Int64Array::from_iter_values(
+                        runs.iter().map(|r| r.len() as i64),
+                    )),
+                ],
+            );
+            let first: Vec<Option<F>> = self.pairs.iter().map(|p| Some(p.0)).collect();
+            let second: Vec<Option<F>> = self.pairs.iter().map(|p| Some(p.1)).collect();
+            register(
+                "fingerprint_pairs",
+                vec![
+                    fingerprint("simhash_a"),
+                    fingerprint("simhash_b"),
+                    Field::new("distance", DataType::UInt8, true),
+                    Field::new("similarity", DataType::Float64, true),
+                ],
+                vec![
+                    column(&first),
+                    column(&second),
+                    Arc::new(UInt8Array::from_iter_values(self.pairs.iter().map(|p| p.2))),
+                    Arc::new(Float64Array::from_iter(self.pairs.iter().map(|p| p.3))),
+                ],
+            );
+            let mut bindings = Bindings::default();
+            bindings
+                .set(
+                    "paired_documents_dir",
+                    folder_literal(&dir.join("paired_documents")),
+                )
+                .set("pairs_dir", folder_literal(&dir.join("pairs")))
+                .set("work_table_options", test_session::work_table_options());
+            paired_documents::write(&ctx, &bindings, width::<F>(), false)
+                .await
+                .unwrap();
+            (ctx, bindings)
+        }
+
+        /// `pairs` written here and by sql/04_pairs.sql's joins: their schemas and their rows
+        /// in order.
+        async fn both_ways(&self, batch_rows: usize) -> [(SchemaRef, String); 2] {
+            let dir = tempfile::tempdir().unwrap();
+            let mut tables = Vec::new();
+            for (name, here) in [("here", true), ("joined", false)] {
+                let place = Place::Local(dir.path().join(name));
+                let (ctx, bindings) = self.session(None, batch_rows, &place).await;
+                match here {
+                    true => assert!(write(&ctx, &bindings, width::<F>()).await.unwrap()),
+                    false => run_stage(&ctx, &stages::PAIRS, &bindings).await.unwrap(),
+                }
+                tables.push(pairs_table(&ctx).await);
+            }
+            tables.try_into().unwrap()
+        }
+    }
+
+    fn width<F: FingerprintColumn>() -> Width {
+        match F::BITS {
+            64 => Width::Bits64,
+            _ => Width::Bits128,
+        }
+    }
+
+    /// The `pairs` table in order, as text, and its schema.
+    async fn pairs_table(ctx: &SessionContext) -> (SchemaRef, String) {
+        let sql = "SELECT * FROM pairs ORDER BY id_a, id_b, distance, similarity";
+        test_session::table_text(ctx, sql).await
+    }
+
+    fn string_ids(n: usize) -> ArrayRef {
+        Arc::new(StringArray::from_iter_values(
+            (0..n).map(|i| format!("d{i}")),
+        ))
+    }
+
+    #[tokio::test]
+    async fn a_hand_checked_case() {
+        // Ids are numbers, so that their order is not the order of their text. Documents of
+        // 5: ids 10, 4 (new), 9 and 7 (indexed); of 9: id 2; of 11: id 30, in no pair; id 6
+        // has no fingerprint. 5 and 9 are a pair. Every pair is listed but 9-7: both indexed.
+        let case = Case {
+            ids: Arc::new(Int64Array::from(vec![10, 2, 30, 4, 9, 6, 7])),
+            simhashes: vec![
+                Some(5u64),
+                Some(9),
+                Some(11),
+                Some(5),
+                Some(5),
+                None,
+                Some(5),
+            ],
+            fresh: vec![true, true, true, true, false, true, false],
+            pairs: vec![(5, 9, 2, Some(0.8))],
+        };
+        let [(schema, here), (joined_schema, joined)] = case.both_ways(2).await;
+        let expected = [
+            "+------+------+----------+------------+",
+            "| id_a | id_b | distance | similarity |",
+            "+------+------+----------+------------+",
+            "| 2    | 4    | 2        | 0.8        |",
+            "| 2    | 7    | 2        | 0.8        |",
+            "| 2    | 9    | 2        | 0.8        |",
+            "| 2    | 10   | 2        | 0.8        |",
+            "| 4    | 7    | 0        |            |",
+            "| 4    | 9    | 0        |            |",
+            "| 4    | 10   | 0        |            |",
+            "| 7    | 10   | 0        |            |",
+            "| 9    | 10   | 0        |            |",
+            "+------+------+----------+------------+",
+        ];
+        assert_eq!(here, expected.join("\n"));
+        assert_eq!((schema, here), (joined_schema, joined));
+    }
+
+    /// Many documents over few fingerprints (runs far longer than a batch), some indexed, a
+    /// few without a fingerprint, and fingerprint pairs among them and to absent values.
+    fn random_case<F: FingerprintColumn>(seed: u64, value: impl Fn(u64) -> F) -> Case<F> {
+        let mut random = SplitMix64(seed);
+        let pool: Vec<F> = (0..300).map(|_| value(random.next_u64())).collect();
+        let n = 4_000;
+        let simhashes = (0..n)
+            .map(|_| match random.below(40) {
+                0 => None,
+                // One fingerprint with a long run.
+                1..=4 => Some(pool[0]),
+                _ => Some(pool[random.below(pool.len())]),
+            })
+            .collect();
+        let fresh = (0..n).map(|_| random.below(3) != 0).collect();
+        let pairs = (0..400)
+            .map(|_| {
+                let a = pool[random.below(pool.len())];
+                let b = match random.below(10) {
+                    0 => value(random.next_u64()),
+                    _ => pool[random.below(pool.len())],
+                };
+                let similarity = (random.below(4) != 0).then(|| random.below(100) as f64 / 100.0);
+                (a, b, random.below(8) as u8, similarity)
+            })
+            .collect();
+        Case {
+            ids: string_ids(n),
+            simhashes,
+            fresh,
+            pairs,
+        }
+    }
+
+    #[tokio::test]
+    async fn the_pairs_listed_here_are_the_joins_pairs() {
+        for batch_rows in [50, 8192] {
+            let case = random_case(45, |v| v);
+            let [(schema, here), (joined_schema, joined)] = case.both_ways(batch_rows).await;
+            assert_eq!(schema, joined_schema);
+            assert!(here.lines().count() > 100_000, "{}", here.lines().count());
+            assert!(
+                here == joined,
+                "the tables differ at batches of {batch_rows}"
+            );
+        }
+        let case = random_case(46, |v| u128::from(v) << 40 | 7);
+        let [(schema, here), (joined_schema, joined)] = case.both_ways(100).await;
+        assert_eq!(schema, joined_schema);
+        assert!(here == joined, "the 128-bit tables differ");
+    }
+
+    #[tokio::test]
+    async fn without_memory_for_the_documents_nothing_is_written() {
+        let case = random_case(47, |v| v);
+        let dir = tempfile::tempdir().unwrap();
+        let place = Place::Local(dir.path().to_path_buf());
+        let (ctx, bindings) = case.session(Some(64 << 20), 8192, &place).await;
+        // All but 16 KiB of the pool taken: room for far fewer than the case's documents.
+        let pool = &ctx.runtime_env().memory_pool;
+        let taken = MemoryConsumer::new("test").register(pool);
+        taken.grow((64 << 20) - pool.reserved() - (16 << 10));
+        assert!(!write(&ctx, &bindings, Width::Bits64).await.unwrap());
+        assert!(!dir.path().join("pairs").exists());
+    }
+}
