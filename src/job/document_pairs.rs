@@ -10,12 +10,14 @@
 //! The held documents are counted against the session's pool: where it refuses them, and on a
 //! cluster, sql/04_pairs.sql runs instead.
 
+use std::cmp::Ordering;
 use std::sync::{Arc, Mutex};
 
 use datafusion::arrow::array::{
-    Array, ArrayRef, RecordBatch, UInt8Array, UInt32Array, new_empty_array, new_null_array,
+    Array, ArrayRef, DynComparator, RecordBatch, UInt8Array, UInt32Array, make_comparator,
+    new_empty_array, new_null_array,
 };
-use datafusion::arrow::compute::{cast, concat, sort_to_indices, take};
+use datafusion::arrow::compute::{SortOptions, cast, concat, take};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::catalog::streaming::StreamingTable;
 use datafusion::common::HashMap;
@@ -37,6 +39,11 @@ use crate::udf::FingerprintColumn;
 /// The table sql/04_pairs_expanded.sql reads.
 const TABLE: &str = "expanded_pairs";
 
+/// A fingerprint width as held here: a hash key, and a key of the radix sort.
+trait Held: FingerprintColumn + std::hash::Hash + Eq + radsort::Key {}
+
+impl<F: FingerprintColumn + std::hash::Hash + Eq + radsort::Key> Held for F {}
+
 /// Writes `pairs` from `paired_documents` and `fingerprint_pairs` in this process. False, with
 /// nothing written, when the pool refuses the documents: sql/04_pairs.sql must run.
 pub async fn write(ctx: &SessionContext, bindings: &Bindings, width: Width) -> Result<bool> {
@@ -48,7 +55,7 @@ pub async fn write(ctx: &SessionContext, bindings: &Bindings, width: Width) -> R
 
 async fn write_with<F>(ctx: &SessionContext, bindings: &Bindings) -> Result<bool>
 where
-    F: FingerprintColumn + std::hash::Hash + Eq,
+    F: Held,
 {
     let stage = &stages::PAIRS_EXPANDED;
     let what = || stage.name.to_string();
@@ -111,13 +118,12 @@ struct HeldDocuments<F> {
     runs: HashMap<F, (u32, u32)>,
     /// The runs of two documents or more, which hold pairs at distance 0.
     shared: Vec<(u32, u32)>,
-    /// Each row's place among the ids in order (as least / greatest order them): two ranks
-    /// compare faster than two ids, and a million documents' pairs compare 33 million times.
-    rank: Vec<u32>,
+    /// Orders two rows' ids as least / greatest order them.
+    compare: DynComparator,
     _reservation: MemoryReservation,
 }
 
-impl<F: FingerprintColumn + std::hash::Hash + Eq> HeldDocuments<F> {
+impl<F: Held> HeldDocuments<F> {
     /// The documents, or `None` when the pool refuses their memory (or they are too many for
     /// 32-bit row numbers).
     async fn read(ctx: &SessionContext) -> DataFusionResult<Option<Self>> {
@@ -130,11 +136,11 @@ impl<F: FingerprintColumn + std::hash::Hash + Eq> HeldDocuments<F> {
         let id_type = frame.schema().field(0).data_type().clone();
         let mut stream = frame.execute_stream().await?;
         let (mut ids, mut fresh, mut keyed) = (Vec::new(), Vec::new(), Vec::new());
-        // Per row: its fingerprint and row number while sorting, its place in `order`, its
-        // rank and the sort's index for it, its `fresh` and its run (a table slot, the table
-        // at most 7/8 full). The ids twice: as read, and in one array.
+        // Per row: its fingerprint and row number, twice while they are sorted, its place in
+        // `order`, its `fresh` and its run (a table slot, the table at most 7/8 full). The
+        // ids twice: as read, and in one array.
         let per_row =
-            size_of::<(F, usize)>() + 3 * size_of::<u32>() + 1 + (size_of::<F>() + 9) * 8 / 7;
+            2 * size_of::<(F, usize)>() + size_of::<u32>() + 1 + (size_of::<F>() + 9) * 8 / 7;
         while let Some(batch) = stream.next().await {
             let batch = batch?;
             let held = 2 * batch.column(0).get_array_memory_size() + batch.num_rows() * per_row;
@@ -157,7 +163,9 @@ impl<F: FingerprintColumn + std::hash::Hash + Eq> HeldDocuments<F> {
             [one] => Arc::clone(one),
             many => concat(&many.iter().map(AsRef::as_ref).collect::<Vec<_>>())?,
         };
-        keyed.sort_unstable();
+        // By fingerprint, a radix sort (the largest part of this read at 100M generated
+        // fingerprints: 18 million documents); a fingerprint's rows stay in the order read.
+        radsort::sort_by_key(&mut keyed, |&(fingerprint, _)| fingerprint);
         let mut runs = HashMap::with_capacity(keyed.len());
         let mut shared = Vec::new();
         let mut start = 0;
@@ -170,21 +178,14 @@ impl<F: FingerprintColumn + std::hash::Hash + Eq> HeldDocuments<F> {
             start += run.len();
         }
         let order = keyed.iter().map(|&(_, row)| row as u32).collect();
-        let mut rank = vec![0; fresh.len()];
-        for (place, row) in sort_to_indices(&ids, None, None)?
-            .values()
-            .iter()
-            .enumerate()
-        {
-            rank[*row as usize] = place as u32;
-        }
+        let compare = make_comparator(&ids, &ids, SortOptions::default())?;
         Ok(Some(Self {
             ids,
             fresh,
             order,
             runs,
             shared,
-            rank,
+            compare,
             _reservation: reservation,
         }))
     }
@@ -220,7 +221,7 @@ impl<F> std::fmt::Debug for Share<F> {
     }
 }
 
-impl<F: FingerprintColumn + std::hash::Hash + Eq> PartitionStream for Share<F> {
+impl<F: Held> PartitionStream for Share<F> {
     fn schema(&self) -> &SchemaRef {
         &self.schema
     }
@@ -297,9 +298,9 @@ impl Picks {
         if !documents.fresh[xs] && !documents.fresh[ys] {
             return;
         }
-        let (low, high) = match documents.rank[xs] > documents.rank[ys] {
-            true => (y, x),
-            false => (x, y),
+        let (low, high) = match (documents.compare)(xs, ys) {
+            Ordering::Greater => (y, x),
+            _ => (x, y),
         };
         self.low.push(low);
         self.high.push(high);
@@ -333,7 +334,7 @@ struct PairsAcross<F> {
     batch_rows: usize,
 }
 
-impl<F: FingerprintColumn + std::hash::Hash + Eq> PairsAcross<F> {
+impl<F: Held> PairsAcross<F> {
     fn new(
         batch: &RecordBatch,
         documents: Arc<HeldDocuments<F>>,
@@ -376,7 +377,7 @@ impl<F: FingerprintColumn + std::hash::Hash + Eq> PairsAcross<F> {
     }
 }
 
-impl<F: FingerprintColumn + std::hash::Hash + Eq> Iterator for PairsAcross<F> {
+impl<F: Held> Iterator for PairsAcross<F> {
     type Item = DataFusionResult<RecordBatch>;
 
     fn next(&mut self) -> Option<Self::Item> {
@@ -473,7 +474,7 @@ mod tests {
         pairs: Vec<(F, F, u8, Option<f64>)>,
     }
 
-    impl<F: FingerprintColumn + std::hash::Hash + Eq> Case<F> {
+    impl<F: Held> Case<F> {
         /// A session over the case's tables (two partitions each), `paired_documents` written,
         /// batches of `batch_rows`, bound to write into `dir`.
         async fn session(
