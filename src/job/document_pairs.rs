@@ -1,11 +1,14 @@
-//! Stage 4's document pairs in this process (`--pairs all`): the rows of sql/04_pairs.sql
-//! without its joins. `paired_documents` is read once and held by fingerprint; each core takes
-//! its share of `fingerprint_pairs` and lists, for each pair, the documents of its first
-//! fingerprint against those of its second, then its share of the fingerprints several
-//! documents have, every two of their documents at distance 0. A pair is listed when either
-//! document is new (`fresh`), smaller id first, as the joins list it. sql/04_pairs_expanded.sql
-//! writes the rows. The joins copied every id out of each join and again through least /
-//! greatest; here each id is copied once, into its output column.
+//! Stage 4's document pairs in this process: the rows of sql/04_pairs.sql (`--pairs all`) or
+//! sql/04_pairs_star.sql (`--pairs star`) without their joins. `paired_documents` is read once
+//! and held by fingerprint, each fingerprint's head (its first document in input order) first;
+//! each core takes its share of `fingerprint_pairs` and lists, for each pair, the documents of
+//! its first fingerprint against those of its second (star: the two heads), then its share of
+//! the fingerprints several documents have, every two of their documents at distance 0 (star:
+//! each new document with its head). A pair is listed when either document is new (`fresh`;
+//! star's documents with their head: when the document is), smaller id first, as the joins
+//! list it. sql/04_pairs_expanded.sql writes the rows. The joins copied every id out of each
+//! join and again through least / greatest; here each id is copied once, into its output
+//! column.
 //!
 //! The held documents are counted against the session's pool: where it refuses them, and on a
 //! cluster, sql/04_pairs.sql runs instead.
@@ -14,11 +17,11 @@ use std::cmp::Ordering;
 use std::sync::{Arc, Mutex};
 
 use datafusion::arrow::array::{
-    Array, ArrayRef, DynComparator, RecordBatch, UInt8Array, UInt32Array, make_comparator,
+    Array, ArrayRef, AsArray, DynComparator, RecordBatch, UInt8Array, UInt32Array, make_comparator,
     new_empty_array, new_null_array,
 };
 use datafusion::arrow::compute::{SortOptions, cast, concat, take};
-use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef};
 use datafusion::catalog::streaming::StreamingTable;
 use datafusion::common::HashMap;
 use datafusion::common::cast::as_boolean_array;
@@ -34,6 +37,7 @@ use crate::engine::sql::{Bindings, run_stage};
 use crate::engine::stages;
 use crate::error::{QueryContext, Result};
 use crate::fingerprint::Width;
+use crate::job::choices::PairsListed;
 use crate::udf::FingerprintColumn;
 
 /// The table sql/04_pairs_expanded.sql reads.
@@ -45,21 +49,27 @@ trait Held: FingerprintColumn + std::hash::Hash + Eq + radsort::Key {}
 impl<F: FingerprintColumn + std::hash::Hash + Eq + radsort::Key> Held for F {}
 
 /// Writes `pairs` from `paired_documents` and `fingerprint_pairs` in this process. False, with
-/// nothing written, when the pool refuses the documents: sql/04_pairs.sql must run.
-pub async fn write(ctx: &SessionContext, bindings: &Bindings, width: Width) -> Result<bool> {
+/// nothing written, when the pool refuses the documents: the listing's SQL must run.
+pub async fn write(
+    ctx: &SessionContext,
+    bindings: &Bindings,
+    width: Width,
+    listed: PairsListed,
+) -> Result<bool> {
     match width {
-        Width::Bits64 => write_with::<u64>(ctx, bindings).await,
-        Width::Bits128 => write_with::<u128>(ctx, bindings).await,
+        Width::Bits64 => write_with::<u64>(ctx, bindings, listed).await,
+        Width::Bits128 => write_with::<u128>(ctx, bindings, listed).await,
     }
 }
 
-async fn write_with<F>(ctx: &SessionContext, bindings: &Bindings) -> Result<bool>
-where
-    F: Held,
-{
+async fn write_with<F: Held>(
+    ctx: &SessionContext,
+    bindings: &Bindings,
+    listed: PairsListed,
+) -> Result<bool> {
     let stage = &stages::PAIRS_EXPANDED;
     let what = || stage.name.to_string();
-    let Some(documents) = HeldDocuments::<F>::read(ctx).await.context(what)? else {
+    let Some(documents) = HeldDocuments::<F>::read(ctx, listed).await.context(what)? else {
         log::debug!("{}: joined instead", stage.name);
         return Ok(false);
     };
@@ -108,8 +118,10 @@ fn output_schema(id_type: &DataType) -> SchemaRef {
     ]))
 }
 
-/// `paired_documents` held by fingerprint: the documents of a fingerprint are a run of `order`.
+/// `paired_documents` held by fingerprint: the documents of a fingerprint are a run of `order`,
+/// its head first.
 struct HeldDocuments<F> {
+    listed: PairsListed,
     ids: ArrayRef,
     fresh: Vec<bool>,
     /// Row numbers (into `ids` and `fresh`) by fingerprint.
@@ -126,21 +138,29 @@ struct HeldDocuments<F> {
 impl<F: Held> HeldDocuments<F> {
     /// The documents, or `None` when the pool refuses their memory (or they are too many for
     /// 32-bit row numbers).
-    async fn read(ctx: &SessionContext) -> DataFusionResult<Option<Self>> {
+    async fn read(ctx: &SessionContext, listed: PairsListed) -> DataFusionResult<Option<Self>> {
         let reservation =
             MemoryConsumer::new("paired documents").register(&ctx.runtime_env().memory_pool);
-        let frame = ctx
-            .table("paired_documents")
-            .await?
-            .select_columns(&["id", "simhash", "fresh"])?;
+        let frame = ctx.table("paired_documents").await?.select_columns(&[
+            "id",
+            "simhash",
+            "fresh",
+            "batch",
+            "input_order",
+        ])?;
         let id_type = frame.schema().field(0).data_type().clone();
         let mut stream = frame.execute_stream().await?;
         let (mut ids, mut fresh, mut keyed) = (Vec::new(), Vec::new(), Vec::new());
+        // Each row's place in input order, while the heads are found.
+        let mut places: Vec<(i64, i64)> = Vec::new();
         // Per row: its fingerprint and row number, twice while they are sorted, its place in
         // `order`, its `fresh` and its run (a table slot, the table at most 7/8 full). The
         // ids twice: as read, and in one array.
-        let per_row =
-            2 * size_of::<(F, usize)>() + size_of::<u32>() + 1 + (size_of::<F>() + 9) * 8 / 7;
+        let per_row = 2 * size_of::<(F, usize)>()
+            + size_of::<(i64, i64)>()
+            + size_of::<u32>()
+            + 1
+            + (size_of::<F>() + 9) * 8 / 7;
         while let Some(batch) = stream.next().await {
             let batch = batch?;
             let held = 2 * batch.column(0).get_array_memory_size() + batch.num_rows() * per_row;
@@ -154,6 +174,12 @@ impl<F: Held> HeldDocuments<F> {
             let column = as_boolean_array(batch.column(2))?;
             fresh.extend(column.iter().map(|f| f == Some(true)));
             ids.push(Arc::clone(batch.column(0)));
+            let number = |column: usize| cast(batch.column(column), &DataType::Int64);
+            let (batches, orders) = (number(3)?, number(4)?);
+            let batches = batches.as_primitive::<Int64Type>();
+            let orders = orders.as_primitive::<Int64Type>();
+            let place = |row: usize| (batches.value(row), orders.value(row));
+            places.extend((0..batch.num_rows()).map(place));
         }
         if u32::try_from(fresh.len()).is_err() {
             return Ok(None);
@@ -177,9 +203,18 @@ impl<F: Held> HeldDocuments<F> {
             }
             start += run.len();
         }
-        let order = keyed.iter().map(|&(_, row)| row as u32).collect();
+        let mut order: Vec<u32> = keyed.iter().map(|&(_, row)| row as u32).collect();
+        // Each run's head (first in input order, as sql/04_pairs_star.sql's `first_value`) to
+        // its front.
+        for &(start, len) in &shared {
+            let run = &mut order[start as usize..(start + len) as usize];
+            let head = (0..run.len()).min_by_key(|&i| places[run[i] as usize]);
+            run.swap(0, head.unwrap_or(0));
+        }
+        drop(places);
         let compare = make_comparator(&ids, &ids, SortOptions::default())?;
         Ok(Some(Self {
+            listed,
             ids,
             fresh,
             order,
@@ -190,12 +225,28 @@ impl<F: Held> HeldDocuments<F> {
         }))
     }
 
-    /// The rows of a fingerprint's documents (none when no document has it).
+    /// The rows of a fingerprint's documents that its pairs list, head first: all, or (star)
+    /// the head; none when no document has it.
     fn documents_of(&self, fingerprint: Option<F>) -> &[u32] {
         match fingerprint.and_then(|f| self.runs.get(&f)) {
-            Some(&(start, len)) => &self.order[start as usize..(start + len) as usize],
+            Some(&(start, len)) => {
+                let len = match self.listed {
+                    PairsListed::All => len,
+                    PairsListed::Star => len.min(1),
+                };
+                &self.order[start as usize..(start + len) as usize]
+            }
             None => &[],
         }
+    }
+}
+
+impl<F> HeldDocuments<F> {
+    /// Whether either document is new: a pair of two indexed documents was listed by their
+    /// own batch.
+    #[inline]
+    fn either_new(&self, x: u32, y: u32) -> bool {
+        self.fresh[x as usize] || self.fresh[y as usize]
     }
 }
 
@@ -291,13 +342,10 @@ impl Picks {
         self.low.len()
     }
 
-    /// Adds documents `x` and `y` when either is new.
+    /// Adds documents `x` and `y`, the smaller id first.
     #[inline]
     fn push<F>(&mut self, documents: &HeldDocuments<F>, x: u32, y: u32, from: u32) {
         let (xs, ys) = (x as usize, y as usize);
-        if !documents.fresh[xs] && !documents.fresh[ys] {
-            return;
-        }
         let (low, high) = match (documents.compare)(xs, ys) {
             Ordering::Greater => (y, x),
             _ => (x, y),
@@ -391,7 +439,10 @@ impl<F: Held> Iterator for PairsAcross<F> {
                     if picks.len() == self.batch_rows {
                         return Some(self.batch(picks));
                     }
-                    picks.push(&*documents, xs[self.i], ys[self.j], self.row as u32);
+                    let (x, y) = (xs[self.i], ys[self.j]);
+                    if documents.either_new(x, y) {
+                        picks.push(&*documents, x, y, self.row as u32);
+                    }
                     self.j += 1;
                 }
                 (self.i, self.j) = (self.i + 1, 0);
@@ -435,14 +486,24 @@ impl<F> Iterator for SharedPairs<F> {
     fn next(&mut self) -> Option<Self::Item> {
         let documents = Arc::clone(&self.documents);
         let mut picks = Picks::new(self.batch_rows);
+        // Star pairs each document with its run's head only, and lists it when it is new.
+        let star = documents.listed == PairsListed::Star;
         while let Some(&(start, len)) = documents.shared.get(self.next_run) {
             let run = &documents.order[start as usize..(start + len) as usize];
-            while self.i < run.len() {
+            let firsts = if star { 1 } else { run.len() };
+            while self.i < firsts {
                 while self.j < run.len() {
                     if picks.len() == self.batch_rows {
                         return Some(self.batch(picks));
                     }
-                    picks.push(&*documents, run[self.i], run[self.j], 0);
+                    let (x, y) = (run[self.i], run[self.j]);
+                    let listed = match star {
+                        true => documents.fresh[y as usize],
+                        false => documents.either_new(x, y),
+                    };
+                    if listed {
+                        picks.push(&*documents, x, y, 0);
+                    }
                     self.j += 1;
                 }
                 self.i += 1;
@@ -465,11 +526,13 @@ mod tests {
     use crate::rng::SplitMix64;
     use crate::storage::Place;
 
-    /// Documents of a case: id, fingerprint (NULL where none), new in this run or indexed.
+    /// Documents of a case: id, fingerprint (NULL where none), new in this run (batch 1) or
+    /// indexed (batch 0), place in input order.
     struct Case<F> {
         ids: ArrayRef,
         simhashes: Vec<Option<F>>,
         fresh: Vec<bool>,
+        input_order: Vec<i64>,
         /// Fingerprint pairs: two fingerprints, their distance and similarity.
         pairs: Vec<(F, F, u8, Option<f64>)>,
     }
@@ -530,8 +593,10 @@ mod tests {
                 vec![
                     Arc::clone(&self.ids),
                     column(&self.simhashes),
-                    Arc::new(Int64Array::from(vec![0; n])),
-                    Arc::new(Int64Array::from_iter_values(0..n as i64)),
+                    Arc::new(Int64Array::from_iter_values(
+                        self.fresh.iter().map(|&f| i64::from(f)),
+                    )),
+                    Arc::new(Int64Array::from(self.input_order.clone())),
                     Arc::new(BooleanArray::from(self.fresh.clone())),
                     Arc::new(Int64Array::from(vec![None; n])),
                 ],
@@ -584,17 +649,21 @@ mod tests {
             (ctx, bindings)
         }
 
-        /// `pairs` written here and by sql/04_pairs.sql's joins: their schemas and their rows
+        /// `pairs` written here and by the listing's SQL joins: their schemas and their rows
         /// in order.
-        async fn both_ways(&self, batch_rows: usize) -> [(SchemaRef, String); 2] {
+        async fn both_ways(
+            &self,
+            listed: PairsListed,
+            batch_rows: usize,
+        ) -> [(SchemaRef, String); 2] {
             let dir = tempfile::tempdir().unwrap();
             let mut tables = Vec::new();
             for (name, here) in [("here", true), ("joined", false)] {
                 let place = Place::Local(dir.path().join(name));
                 let (ctx, bindings) = self.session(None, batch_rows, &place).await;
                 match here {
-                    true => assert!(write(&ctx, &bindings, width::<F>()).await.unwrap()),
-                    false => run_stage(&ctx, &stages::PAIRS, &bindings).await.unwrap(),
+                    true => assert!(write(&ctx, &bindings, width::<F>(), listed).await.unwrap()),
+                    false => run_stage(&ctx, &listed.stage(), &bindings).await.unwrap(),
                 }
                 tables.push(pairs_table(&ctx).await);
             }
@@ -638,9 +707,10 @@ mod tests {
                 Some(5),
             ],
             fresh: vec![true, true, true, true, false, true, false],
+            input_order: (0..7).collect(),
             pairs: vec![(5, 9, 2, Some(0.8))],
         };
-        let [(schema, here), (joined_schema, joined)] = case.both_ways(2).await;
+        let [(schema, here), (joined_schema, joined)] = case.both_ways(PairsListed::All, 2).await;
         let expected = [
             "+------+------+----------+------------+",
             "| id_a | id_b | distance | similarity |",
@@ -653,6 +723,20 @@ mod tests {
             "| 4    | 9    | 0        |            |",
             "| 4    | 10   | 0        |            |",
             "| 7    | 10   | 0        |            |",
+            "| 9    | 10   | 0        |            |",
+            "+------+------+----------+------------+",
+        ];
+        assert_eq!(here, expected.join("\n"));
+        assert_eq!((schema, here), (joined_schema, joined));
+        // Star: the head of 5 is id 9 (indexed, batch 0, first in input order), of 9 id 2. The
+        // heads are a pair, and each new document of 5 is paired with its head (7 is not new).
+        let [(schema, here), (joined_schema, joined)] = case.both_ways(PairsListed::Star, 2).await;
+        let expected = [
+            "+------+------+----------+------------+",
+            "| id_a | id_b | distance | similarity |",
+            "+------+------+----------+------------+",
+            "| 2    | 9    | 2        | 0.8        |",
+            "| 4    | 9    | 0        |            |",
             "| 9    | 10   | 0        |            |",
             "+------+------+----------+------------+",
         ];
@@ -675,6 +759,11 @@ mod tests {
             })
             .collect();
         let fresh = (0..n).map(|_| random.below(3) != 0).collect();
+        // Input order shuffled, so that a run's head is not its first row.
+        let mut input_order: Vec<i64> = (0..n as i64).collect();
+        for i in (1..n).rev() {
+            input_order.swap(i, random.below(i + 1));
+        }
         let pairs = (0..400)
             .map(|_| {
                 let a = pool[random.below(pool.len())];
@@ -690,15 +779,17 @@ mod tests {
             ids: string_ids(n),
             simhashes,
             fresh,
+            input_order,
             pairs,
         }
     }
 
     #[tokio::test]
-    async fn the_pairs_listed_here_are_the_joins_pairs() {
+    async fn every_pair_listed_here_is_the_joins_pairs() {
         for batch_rows in [50, 8192] {
             let case = random_case(45, |v| v);
-            let [(schema, here), (joined_schema, joined)] = case.both_ways(batch_rows).await;
+            let [(schema, here), (joined_schema, joined)] =
+                case.both_ways(PairsListed::All, batch_rows).await;
             assert_eq!(schema, joined_schema);
             assert!(here.lines().count() > 100_000, "{}", here.lines().count());
             assert!(
@@ -707,9 +798,24 @@ mod tests {
             );
         }
         let case = random_case(46, |v| u128::from(v) << 40 | 7);
-        let [(schema, here), (joined_schema, joined)] = case.both_ways(100).await;
+        let [(schema, here), (joined_schema, joined)] = case.both_ways(PairsListed::All, 100).await;
         assert_eq!(schema, joined_schema);
         assert!(here == joined, "the 128-bit tables differ");
+    }
+
+    #[tokio::test]
+    async fn star_pairs_listed_here_are_the_joins_pairs() {
+        for (seed, batch_rows) in [(48, 5), (49, 8192)] {
+            let case = random_case(seed, |v| v);
+            let [(schema, here), (joined_schema, joined)] =
+                case.both_ways(PairsListed::Star, batch_rows).await;
+            assert_eq!(schema, joined_schema);
+            assert!(here.lines().count() > 2_000, "{}", here.lines().count());
+            assert!(
+                here == joined,
+                "the tables differ at batches of {batch_rows}"
+            );
+        }
     }
 
     #[tokio::test]
@@ -722,7 +828,11 @@ mod tests {
         let pool = &ctx.runtime_env().memory_pool;
         let taken = MemoryConsumer::new("test").register(pool);
         taken.grow((64 << 20) - pool.reserved() - (16 << 10));
-        assert!(!write(&ctx, &bindings, Width::Bits64).await.unwrap());
+        assert!(
+            !write(&ctx, &bindings, Width::Bits64, PairsListed::All)
+                .await
+                .unwrap()
+        );
         assert!(!dir.path().join("pairs").exists());
     }
 }

@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use crate::fingerprint::Width;
 use crate::index::batch::IndexedBatch;
 use crate::job::candidate_scan;
-use crate::job::choices::{Matching, PairsListed};
+use crate::job::choices::Matching;
 use crate::job::clustering;
 use crate::job::config::{JobConfig, PlanChoice};
 use crate::job::document_pairs;
@@ -171,9 +171,8 @@ pub async fn run_matching(
     clock.time("verify", verification).await?;
     let pairs = async {
         paired_documents::write(ctx, &bindings, config.width, on_cluster).await?;
-        // Every pair: listed in this process where it can hold the paired documents.
-        let here = config.pairs == PairsListed::All && !on_cluster;
-        if here && document_pairs::write(ctx, &bindings, config.width).await? {
+        // Listed in this process where it can hold the paired documents.
+        if !on_cluster && document_pairs::write(ctx, &bindings, config.width, config.pairs).await? {
             return Ok(());
         }
         run_stage(ctx, &config.pairs.stage(), &bindings).await
