@@ -138,25 +138,54 @@ fn lock_path(folder: &Path) -> PathBuf {
 
 /// Removes the work folders in `parent` made since this machine's `boot` whose lock file can be
 /// locked: their process has ended. A folder without a lock file (made by an older neardup, or
-/// on a file system without locks) is left alone.
+/// on a file system without locks) is left alone. A lock file without its folder (its process
+/// killed between making the one and the other) goes too, once free and a minute old: younger,
+/// it may be one a starting run has made and not yet locked.
 fn remove_abandoned(parent: &Path, boot: &str) {
     let Ok(entries) = std::fs::read_dir(parent) else {
         return;
     };
     for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
         let is_folder = entry.file_type().is_ok_and(|t| t.is_dir());
-        if !is_folder || !is_work_folder(&entry.file_name().to_string_lossy(), boot) {
+        if is_folder && is_work_folder(&name, boot) {
+            let lock_file = lock_path(&entry.path());
+            if let Some(_free) = free_lock(&lock_file) {
+                remove_folder(&entry.path());
+            }
             continue;
         }
-        let lock_file = lock_path(&entry.path());
-        // Open for writing too: over NFS an exclusive lock needs it.
-        let Ok(lock) = File::options().read(true).write(true).open(&lock_file) else {
-            continue;
-        };
-        if lock.try_lock().is_ok() && still_named(&lock, &lock_file) {
-            remove_folder(&entry.path());
+        let alone = name
+            .strip_suffix(LOCK_SUFFIX)
+            .is_some_and(|folder| is_work_folder(folder, boot))
+            && !entry.path().with_extension("").exists();
+        if alone
+            && is_older_than(&entry.path(), LONE_LOCK_AGE)
+            && free_lock(&entry.path()).is_some()
+        {
+            let _ = std::fs::remove_file(entry.path());
         }
     }
+}
+
+/// How old a lock file without its folder must be before a sweep removes it.
+const LONE_LOCK_AGE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The lock file at `path`, locked here, when no process holds it (and it is still the file
+/// at `path`); `None` when it is held or cannot be opened.
+fn free_lock(path: &Path) -> Option<File> {
+    // Open for writing too: over NFS an exclusive lock needs it.
+    let lock = File::options().read(true).write(true).open(path).ok()?;
+    (lock.try_lock().is_ok() && still_named(&lock, path)).then_some(lock)
+}
+
+/// Whether the file at `path` was last modified at least `age` ago.
+fn is_older_than(path: &Path, age: std::time::Duration) -> bool {
+    std::fs::metadata(path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|modified| modified.elapsed().ok())
+        .is_some_and(|elapsed| elapsed >= age)
 }
 
 /// Whether the file locked is still the one at `path`: another run may have removed that
@@ -291,6 +320,37 @@ mod tests {
         std::fs::create_dir(&folder).unwrap();
         assert!(remove_folder(&folder));
         assert!(!lock_path(&folder).exists());
+    }
+
+    /// A lock file without its folder goes when it is free and a minute old; one held, one
+    /// younger, and one of another boot stay.
+    #[test]
+    fn lone_lock_files_go_once_free_and_old() {
+        let Some(boot) = boot_id() else {
+            eprintln!("skipped: no boot id (not Linux)");
+            return;
+        };
+        let parent = tempfile::tempdir().unwrap();
+        let lone = |name: &str, age_secs: u64| {
+            let folder = parent.path().join(name);
+            let file = File::create(lock_path(&folder)).unwrap();
+            let modified = std::time::SystemTime::now() - std::time::Duration::from_secs(age_secs);
+            file.set_modified(modified).unwrap();
+            lock_path(&folder)
+        };
+        let ended = lone(&format!("neardup-spill-{boot}-4000000-AbC123"), 120);
+        let young = lone(&format!("neardup-spill-{boot}-4000000-Yng123"), 5);
+        let held = lone(&format!("neardup-shuffle-{boot}-4000000-Xy7"), 120);
+        let holder = File::options().read(true).write(true).open(&held).unwrap();
+        holder.try_lock().unwrap();
+        let other_boot = lone("neardup-spill-0123456789ab-4000000-AbC123", 120);
+        let not_ours = lone(&format!("neardup-final-{boot}-4000000-AbC123"), 120);
+        remove_abandoned(parent.path(), &boot);
+        assert!(!ended.exists(), "{}", ended.display());
+        for kept in [&young, &held, &other_boot, &not_ours] {
+            assert!(kept.exists(), "{}", kept.display());
+        }
+        drop(holder);
     }
 
     /// A folder made by `create` holds its lock: a sweep leaves it, and it goes with its lock
