@@ -517,8 +517,7 @@ impl<F> Iterator for SharedPairs<F> {
 
 #[cfg(test)]
 mod tests {
-    use datafusion::arrow::array::{BooleanArray, Float64Array, Int64Array, StringArray};
-    use datafusion::catalog::MemTable;
+    use datafusion::arrow::array::{Float64Array, Int64Array, StringArray};
 
     use super::*;
     use crate::engine::sql::folder_literal;
@@ -552,75 +551,19 @@ mod tests {
             ))
             .await
             .unwrap();
-            let register = |name: &str, fields: Vec<Field>, columns: Vec<ArrayRef>| {
-                let schema: SchemaRef = Arc::new(Schema::new(fields));
-                let all = RecordBatch::try_new(Arc::clone(&schema), columns).unwrap();
-                let half = all.num_rows() / 2;
-                let halves = vec![
-                    vec![all.slice(0, half)],
-                    vec![all.slice(half, all.num_rows() - half)],
-                ];
-                let table = MemTable::try_new(schema, halves).unwrap();
-                ctx.register_table(name, Arc::new(table)).unwrap();
-            };
-            let column = |values: &[Option<F>]| -> ArrayRef {
-                let present: Vec<F> = values.iter().flatten().copied().collect();
-                let dense = F::column(&present).unwrap();
-                let mut next = 0u32;
-                let at: Vec<Option<u32>> = values
-                    .iter()
-                    .map(|v| {
-                        v.map(|_| {
-                            next += 1;
-                            next - 1
-                        })
-                    })
-                    .collect();
-                take(&dense, &UInt32Array::from(at), None).unwrap()
-            };
-            let n = self.fresh.len();
+            test_session::CaseDocuments {
+                ids: Arc::clone(&self.ids),
+                simhashes: &self.simhashes,
+                batches: self.fresh.iter().map(|&f| i64::from(f)).collect(),
+                input_order: self.input_order.clone(),
+                fresh: self.fresh.clone(),
+            }
+            .register(&ctx);
             let fingerprint = |name: &str| Field::new(name, F::data_type(), true);
-            register(
-                "documents",
-                vec![
-                    Field::new("id", self.ids.data_type().clone(), false),
-                    fingerprint("simhash"),
-                    Field::new("batch", DataType::Int64, false),
-                    Field::new("input_order", DataType::Int64, false),
-                    Field::new("fresh", DataType::Boolean, false),
-                    Field::new("keep_key", DataType::Int64, true),
-                ],
-                vec![
-                    Arc::clone(&self.ids),
-                    column(&self.simhashes),
-                    Arc::new(Int64Array::from_iter_values(
-                        self.fresh.iter().map(|&f| i64::from(f)),
-                    )),
-                    Arc::new(Int64Array::from(self.input_order.clone())),
-                    Arc::new(BooleanArray::from(self.fresh.clone())),
-                    Arc::new(Int64Array::from(vec![None; n])),
-                ],
-            );
-            let mut sorted: Vec<F> = self.simhashes.iter().flatten().copied().collect();
-            sorted.sort_unstable();
-            let runs: Vec<&[F]> = sorted.chunk_by(|a, b| a == b).collect();
-            let values: Vec<F> = runs.iter().map(|run| run[0]).collect();
-            register(
-                "fingerprints",
-                vec![
-                    fingerprint("simhash"),
-                    Field::new("document_count", DataType::Int64, false),
-                ],
-                vec![
-                    F::column(&values).unwrap(),
-                    Arc::new(Int64Array::from_iter_values(
-                        runs.iter().map(|r| r.len() as i64),
-                    )),
-                ],
-            );
             let first: Vec<Option<F>> = self.pairs.iter().map(|p| Some(p.0)).collect();
             let second: Vec<Option<F>> = self.pairs.iter().map(|p| Some(p.1)).collect();
-            register(
+            test_session::register_in_halves(
+                &ctx,
                 "fingerprint_pairs",
                 vec![
                     fingerprint("simhash_a"),
@@ -629,8 +572,8 @@ mod tests {
                     Field::new("similarity", DataType::Float64, true),
                 ],
                 vec![
-                    column(&first),
-                    column(&second),
+                    test_session::fingerprint_column(&first),
+                    test_session::fingerprint_column(&second),
                     Arc::new(UInt8Array::from_iter_values(self.pairs.iter().map(|p| p.2))),
                     Arc::new(Float64Array::from_iter(self.pairs.iter().map(|p| p.3))),
                 ],

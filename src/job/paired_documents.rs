@@ -167,9 +167,8 @@ impl<F: FingerprintColumn + std::hash::Hash + Eq> ScalarUDFImpl for PairedFinger
 
 #[cfg(test)]
 mod tests {
-    use datafusion::arrow::array::{Int64Array, RecordBatch, StringArray, UInt64Array};
-    use datafusion::arrow::datatypes::{Field, Schema, SchemaRef};
-    use datafusion::catalog::MemTable;
+    use datafusion::arrow::array::StringArray;
+    use datafusion::arrow::datatypes::{Field, SchemaRef};
 
     use super::*;
     use crate::engine::sql::folder_literal;
@@ -187,77 +186,22 @@ mod tests {
         dir: &Place,
     ) -> (SessionContext, Bindings) {
         let ctx = test_session::context(pool);
-        let register = |name: &str, fields: Vec<Field>, columns: Vec<ArrayRef>| {
-            let schema: SchemaRef = Arc::new(Schema::new(fields));
-            let all = RecordBatch::try_new(Arc::clone(&schema), columns).unwrap();
-            let half = all.num_rows() / 2;
-            let halves = vec![
-                vec![all.slice(0, half)],
-                vec![all.slice(half, all.num_rows() - half)],
-            ];
-            let table = MemTable::try_new(schema, halves).unwrap();
-            ctx.register_table(name, Arc::new(table)).unwrap();
-        };
-        // A column of F with NULLs where `values` has them.
-        let column = |values: &[Option<F>]| -> ArrayRef {
-            let present: Vec<F> = values.iter().flatten().copied().collect();
-            let dense = F::column(&present).unwrap();
-            let mut next = 0u64;
-            let at: Vec<Option<u64>> = values
-                .iter()
-                .map(|v| {
-                    v.map(|_| {
-                        next += 1;
-                        next - 1
-                    })
-                })
-                .collect();
-            datafusion::arrow::compute::take(&dense, &UInt64Array::from(at), None).unwrap()
-        };
         let n = simhashes.len();
-        let fingerprint = |name: &str| Field::new(name, F::data_type(), true);
-        register(
-            "documents",
-            vec![
-                Field::new("id", DataType::Utf8, false),
-                fingerprint("simhash"),
-                Field::new("batch", DataType::Int64, false),
-                Field::new("input_order", DataType::Int64, false),
-                Field::new("fresh", DataType::Boolean, false),
-                Field::new("keep_key", DataType::Int64, true),
-            ],
-            vec![
-                Arc::new(StringArray::from_iter_values(
-                    (0..n).map(|i| format!("d{i}")),
-                )),
-                column(simhashes),
-                Arc::new(Int64Array::from(vec![0; n])),
-                Arc::new(Int64Array::from_iter_values(0..n as i64)),
-                Arc::new(BooleanArray::from(vec![true; n])),
-                Arc::new(Int64Array::from(vec![None; n])),
-            ],
-        );
-        let mut counts: Vec<(F, i64)> = Vec::new();
-        let mut sorted: Vec<F> = simhashes.iter().flatten().copied().collect();
-        sorted.sort_unstable();
-        for run in sorted.chunk_by(|a, b| a == b) {
-            counts.push((run[0], run.len() as i64));
+        test_session::CaseDocuments {
+            ids: Arc::new(StringArray::from_iter_values(
+                (0..n).map(|i| format!("d{i}")),
+            )),
+            simhashes,
+            batches: vec![0; n],
+            input_order: (0..n as i64).collect(),
+            fresh: vec![true; n],
         }
-        let values: Vec<F> = counts.iter().map(|c| c.0).collect();
-        register(
-            "fingerprints",
-            vec![
-                fingerprint("simhash"),
-                Field::new("document_count", DataType::Int64, false),
-            ],
-            vec![
-                F::column(&values).unwrap(),
-                Arc::new(Int64Array::from_iter_values(counts.iter().map(|c| c.1))),
-            ],
-        );
+        .register(&ctx);
+        let fingerprint = |name: &str| Field::new(name, F::data_type(), true);
         let a: Vec<F> = pairs.iter().map(|p| p.0).collect();
         let b: Vec<F> = pairs.iter().map(|p| p.1).collect();
-        register(
+        test_session::register_in_halves(
+            &ctx,
             "fingerprint_pairs",
             vec![fingerprint("simhash_a"), fingerprint("simhash_b")],
             vec![F::column(&a).unwrap(), F::column(&b).unwrap()],
