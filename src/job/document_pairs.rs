@@ -1,6 +1,7 @@
 //! Stage 4's document pairs in this process: the rows of sql/04_pairs.sql (`--pairs all`) or
 //! sql/04_pairs_star.sql (`--pairs star`) without their joins. `paired_documents` is read once
-//! and held by fingerprint, each fingerprint's head (its first document in input order) first;
+//! and held by fingerprint (for star, each fingerprint's head, its first document in input
+//! order, first);
 //! each core takes its share of `fingerprint_pairs` and lists, for each pair, the documents of
 //! its first fingerprint against those of its second (star: the two heads), then its share of
 //! the fingerprints several documents have, every two of their documents at distance 0 (star:
@@ -118,8 +119,8 @@ fn output_schema(id_type: &DataType) -> SchemaRef {
     ]))
 }
 
-/// `paired_documents` held by fingerprint: the documents of a fingerprint are a run of `order`,
-/// its head first.
+/// `paired_documents` held by fingerprint: the documents of a fingerprint are a run of `order`
+/// (for star, its head first).
 struct HeldDocuments<F> {
     listed: PairsListed,
     ids: ArrayRef,
@@ -141,23 +142,26 @@ impl<F: Held> HeldDocuments<F> {
     async fn read(ctx: &SessionContext, listed: PairsListed) -> DataFusionResult<Option<Self>> {
         let reservation =
             MemoryConsumer::new("paired documents").register(&ctx.runtime_env().memory_pool);
-        let frame = ctx.table("paired_documents").await?.select_columns(&[
-            "id",
-            "simhash",
-            "fresh",
-            "batch",
-            "input_order",
-        ])?;
+        // Star needs each run's head, so each row's place in input order; every pair does not.
+        let heads = listed == PairsListed::Star;
+        let columns: &[&str] = match heads {
+            true => &["id", "simhash", "fresh", "batch", "input_order"],
+            false => &["id", "simhash", "fresh"],
+        };
+        let frame = ctx
+            .table("paired_documents")
+            .await?
+            .select_columns(columns)?;
         let id_type = frame.schema().field(0).data_type().clone();
         let mut stream = frame.execute_stream().await?;
         let (mut ids, mut fresh, mut keyed) = (Vec::new(), Vec::new(), Vec::new());
-        // Each row's place in input order, while the heads are found.
+        // Each row's place in input order (star), while the heads are found.
         let mut places: Vec<(i64, i64)> = Vec::new();
         // Per row: its fingerprint and row number, twice while they are sorted, its place in
-        // `order`, its `fresh` and its run (a table slot, the table at most 7/8 full). The
-        // ids twice: as read, and in one array.
+        // input order (star), its place in `order`, its `fresh` and its run (a table slot, the
+        // table at most 7/8 full). The ids twice: as read, and in one array.
         let per_row = 2 * size_of::<(F, usize)>()
-            + size_of::<(i64, i64)>()
+            + usize::from(heads) * size_of::<(i64, i64)>()
             + size_of::<u32>()
             + 1
             + (size_of::<F>() + 9) * 8 / 7;
@@ -174,6 +178,9 @@ impl<F: Held> HeldDocuments<F> {
             let column = as_boolean_array(batch.column(2))?;
             fresh.extend(column.iter().map(|f| f == Some(true)));
             ids.push(Arc::clone(batch.column(0)));
+            if !heads {
+                continue;
+            }
             let number = |column: usize| cast(batch.column(column), &DataType::Int64);
             let (batches, orders) = (number(3)?, number(4)?);
             let batches = batches.as_primitive::<Int64Type>();
@@ -204,12 +211,14 @@ impl<F: Held> HeldDocuments<F> {
             start += run.len();
         }
         let mut order: Vec<u32> = keyed.iter().map(|&(_, row)| row as u32).collect();
-        // Each run's head (first in input order, as sql/04_pairs_star.sql's `first_value`) to
-        // its front.
-        for &(start, len) in &shared {
-            let run = &mut order[start as usize..(start + len) as usize];
-            let head = (0..run.len()).min_by_key(|&i| places[run[i] as usize]);
-            run.swap(0, head.unwrap_or(0));
+        // Star: each run's head (first in input order, as sql/04_pairs_star.sql's
+        // `first_value`) to its front.
+        if heads {
+            for &(start, len) in &shared {
+                let run = &mut order[start as usize..(start + len) as usize];
+                let head = (0..run.len()).min_by_key(|&i| places[run[i] as usize]);
+                run.swap(0, head.unwrap_or(0));
+            }
         }
         drop(places);
         let compare = make_comparator(&ids, &ids, SortOptions::default())?;
@@ -225,8 +234,8 @@ impl<F: Held> HeldDocuments<F> {
         }))
     }
 
-    /// The rows of a fingerprint's documents that its pairs list, head first: all, or (star)
-    /// the head; none when no document has it.
+    /// The rows of a fingerprint's documents that its pairs list: all, or (star) its head;
+    /// none when no document has it.
     fn documents_of(&self, fingerprint: Option<F>) -> &[u32] {
         match fingerprint.and_then(|f| self.runs.get(&f)) {
             Some(&(start, len)) => {

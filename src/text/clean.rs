@@ -283,7 +283,11 @@ fn convert_here(text: &str, at: usize, keep: &Keep, out: &mut Vec<u8>) -> Option
     for (at, c) in converted.char_indices() {
         let class = match classes.get(c as usize) {
             Some(&class) => class,
-            None => converted_class_beyond_bmp(c),
+            // Beyond the Basic Multilingual Plane (𫛣 for 鴥, a Han character of the extension
+            // blocks): the steps after the script step see whether it is a letter and whether
+            // lower-casing changes it. NFKC and width come before, and its output is not
+            // converted again.
+            None => letter_and_case(c),
         };
         let bytes = &converted.as_bytes()[at..at + c.len_utf8()];
         if !keep.push(class, c, bytes, out) {
@@ -291,14 +295,6 @@ fn convert_here(text: &str, at: usize, keep: &Keep, out: &mut Vec<u8>) -> Option
         }
     }
     Some(consumed)
-}
-
-/// The class of a character beyond the Basic Multilingual Plane that the script step gives
-/// (𫛣 for 鴥, a Han character of the extension blocks), as the steps after it see it: whether
-/// it is a letter, and whether lower-casing changes it. NFKC and width come before the script
-/// step, and its output is not converted again.
-fn converted_class_beyond_bmp(c: char) -> u8 {
-    letter_and_case(c)
 }
 
 /// The `LETTER` and `CASED` bits of a character's class.
