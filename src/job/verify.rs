@@ -5,9 +5,9 @@
 //! them (sql/04_verify_lookup.sql). A cluster's executors do not share this process's memory, so
 //! a cluster joins the sketches to the candidates instead (sql/04_verify.sql): the same rows.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
-use datafusion::arrow::array::{Array, ArrayRef};
+use datafusion::arrow::array::{Array, ArrayRef, RecordBatch};
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::cast::as_fixed_size_binary_array;
 use datafusion::common::{HashMap, exec_err, utils::take_function_args};
@@ -18,9 +18,10 @@ use datafusion::logical_expr::{
 };
 use datafusion::prelude::SessionContext;
 use futures::StreamExt;
+use tokio::task::JoinSet;
 
 use crate::engine::sql::{Bindings, run_stage, run_stage_with, stage_frame};
-use crate::engine::stages;
+use crate::engine::stages::{self, Stage};
 use crate::error::{Error, QueryContext, Result};
 use crate::fingerprint::Width;
 use crate::text::sketch::SKETCH_BYTES;
@@ -79,14 +80,51 @@ async fn verify_in_memory<F: FingerprintColumn>(
 /// No sketch for a fingerprint whose documents have none (`sketch` NULL).
 const NO_SKETCH: u32 = u32::MAX;
 
-/// Each candidate fingerprint's sketch: its place in `bytes` (`SKETCH_BYTES` each), or
-/// `NO_SKETCH`.
-struct Sketches<F> {
+/// Shards per core: the cores fill them at once, a batch's rows a shard at a time, and with
+/// several shards per core two cores seldom want the same one.
+const SHARDS_PER_CORE: usize = 4;
+
+/// Some candidate fingerprints (those `shard_of` sends here), each with its sketch: its place
+/// in `bytes` (`SKETCH_BYTES` each), or `NO_SKETCH`.
+struct Shard<F> {
     place: HashMap<F, u32>,
     bytes: Vec<u8>,
-    /// The pool's account of this memory, released when dropped.
-    reservation: MemoryReservation,
+    /// The bytes the pool was last told this shard holds.
+    told: usize,
 }
+
+impl<F> Default for Shard<F> {
+    fn default() -> Self {
+        Self {
+            place: HashMap::default(),
+            bytes: Vec::new(),
+            told: 0,
+        }
+    }
+}
+
+/// Each candidate fingerprint's sketch, in shards that the cores fill in parallel while
+/// `candidate_pairs` and the documents are read: one map filled on one core kept this reading
+/// at 1.5 of two cores busy (4.4 s at 10M generated documents, 134 million candidate ends;
+/// 3.5-3.7 s and 1.8 cores in shards).
+struct Sketches<F> {
+    shards: Vec<Shard<F>>,
+    /// `shard_of`'s shift: 64 less the bits of the number of shards.
+    shift: u32,
+    /// The pool's account of this memory, released when dropped.
+    _reservation: MemoryReservation,
+}
+
+/// The shard of `fingerprint` among 2^(64 - shift): a multiplicative hash of its bits, since
+/// the top bits of similar pages' fingerprints agree.
+fn shard_of<F: FingerprintColumn>(fingerprint: F, shift: u32) -> usize {
+    let bits = fingerprint.widen();
+    let folded = (bits as u64) ^ ((bits >> 64) as u64);
+    (folded.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> shift) as usize
+}
+
+/// The shards while they are filled, each behind its lock.
+type Filling<F> = Arc<Vec<Mutex<Shard<F>>>>;
 
 impl<F: FingerprintColumn> Sketches<F> {
     /// Each candidate fingerprint's smallest sketch among its documents'
@@ -95,109 +133,194 @@ impl<F: FingerprintColumn> Sketches<F> {
     /// did its output while this copy was made: at 10M generated documents verification peaked
     /// at 5.7 GiB that way.
     async fn read(ctx: &SessionContext, bindings: &Bindings) -> Result<Self> {
-        let reservation =
-            MemoryConsumer::new("verification sketches").register(&ctx.runtime_env().memory_pool);
-        let mut sketches = Self {
-            place: HashMap::default(),
-            bytes: Vec::new(),
-            reservation,
-        };
-        sketches.read_candidates(ctx, bindings).await?;
-        sketches.read_documents(ctx, bindings).await?;
-        Ok(sketches)
-    }
-
-    /// Every candidate's fingerprint, without a sketch so far.
-    async fn read_candidates(&mut self, ctx: &SessionContext, bindings: &Bindings) -> Result<()> {
+        let reservation = Arc::new(
+            MemoryConsumer::new("verification sketches").register(&ctx.runtime_env().memory_pool),
+        );
+        let cores = ctx.copied_config().target_partitions().max(1);
+        let count = (cores * SHARDS_PER_CORE).next_power_of_two().max(2);
+        let shift = 64 - count.trailing_zeros();
+        let shards: Filling<F> = Arc::new((0..count).map(|_| Mutex::default()).collect());
         let stage = &stages::VERIFY_CANDIDATE_FINGERPRINTS;
-        let what = || stage.name.to_string();
-        let frame = stage_frame(ctx, stage, bindings).await?;
-        let mut stream = frame.execute_stream().await.context(what)?;
-        while let Some(batch) = stream.next().await {
-            let batch = batch.context(what)?;
-            for column in batch.columns() {
-                F::for_each_value(column, |_, fingerprint| {
-                    self.place.entry(fingerprint).or_insert(NO_SKETCH);
-                })
-                .context(what)?;
-            }
-            self.account().context(what)?;
-        }
-        Ok(())
-    }
-
-    /// The documents' sketches: a candidate fingerprint's first is copied in, a smaller one
-    /// later written over it (the order of bytes `min` over Binary gives).
-    async fn read_documents(&mut self, ctx: &SessionContext, bindings: &Bindings) -> Result<()> {
+        read_partitions(
+            ctx,
+            bindings,
+            stage,
+            &shards,
+            &reservation,
+            shift,
+            add_candidates,
+        )
+        .await?;
         let stage = &stages::VERIFY_DOCUMENT_SKETCHES;
-        let what = || stage.name.to_string();
-        let frame = stage_frame(ctx, stage, bindings).await?;
-        let mut stream = frame.execute_stream().await.context(what)?;
-        while let Some(batch) = stream.next().await {
-            let batch = batch.context(what)?;
-            let sketches = as_fixed_size_binary_array(batch.column(1)).context(what)?;
-            if sketches.value_length() != SKETCH_BYTES as i32 {
-                return Err(Error::Internal(format!(
-                    "{}: sketches of {} bytes, not {SKETCH_BYTES}",
-                    what(),
-                    sketches.value_length()
-                )));
-            }
-            // Places are u32, NO_SKETCH the largest: checked once per batch, not per row.
-            if self.bytes.len() / SKETCH_BYTES + batch.num_rows() >= NO_SKETCH as usize {
-                return Err(Error::Input(format!(
-                    "{}: more than 2^32 - 1 candidate fingerprints for one process; \
-                     run on a cluster (--cluster)",
-                    what()
-                )));
-            }
-            let (place, bytes) = (&mut self.place, &mut self.bytes);
-            F::for_each_value(batch.column(0), |row, fingerprint| {
-                let Some(at) = place.get_mut(&fingerprint) else {
-                    return;
-                };
-                if sketches.is_null(row) {
-                    return;
-                }
-                let sketch = sketches.value(row);
-                if *at == NO_SKETCH {
-                    *at = (bytes.len() / SKETCH_BYTES) as u32;
-                    bytes.extend_from_slice(sketch);
-                    return;
-                }
-                let start = *at as usize * SKETCH_BYTES;
-                let held = &mut bytes[start..start + SKETCH_BYTES];
-                if sketch < &*held {
-                    held.copy_from_slice(sketch);
-                }
-            })
-            .context(what)?;
-            self.account().context(what)?;
-        }
-        Ok(())
-    }
-
-    /// Tells the pool what the map and the sketches hold now.
-    fn account(&self) -> datafusion::error::Result<()> {
-        // The map's slots (a fingerprint, a place and a control byte each, at most 8/7 full)
-        // and the sketches.
-        let held =
-            self.place.capacity() * (std::mem::size_of::<(F, u32)>() + 1) + self.bytes.capacity();
-        self.reservation.try_resize(held)
+        read_partitions(
+            ctx,
+            bindings,
+            stage,
+            &shards,
+            &reservation,
+            shift,
+            add_sketches,
+        )
+        .await?;
+        let unshared = || Error::Internal("verification: the sketches are still shared".into());
+        let shards = Arc::try_unwrap(shards).map_err(|_| unshared())?;
+        let shards = shards
+            .into_iter()
+            .map(|shard| shard.into_inner().map_err(|_| unshared()))
+            .collect::<Result<Vec<_>>>()?;
+        let reservation = Arc::try_unwrap(reservation).map_err(|_| unshared())?;
+        Ok(Self {
+            shards,
+            shift,
+            _reservation: reservation,
+        })
     }
 
     /// The sketch of `fingerprint`: `None` when it has none, an error when it is not a
     /// candidate's (every end of a candidate pair has a document, so it never is).
     fn sketch(&self, fingerprint: &F) -> datafusion::error::Result<Option<&[u8]>> {
-        match self.place.get(fingerprint) {
+        let shard = &self.shards[shard_of(*fingerprint, self.shift)];
+        match shard.place.get(fingerprint) {
             Some(&NO_SKETCH) => Ok(None),
             Some(&at) => {
                 let start = at as usize * SKETCH_BYTES;
-                Ok(self.bytes.get(start..start + SKETCH_BYTES))
+                Ok(shard.bytes.get(start..start + SKETCH_BYTES))
             }
             None => exec_err!("{FUNCTION}: fingerprint {fingerprint:?} is not a candidate's"),
         }
     }
+}
+
+/// What a core does with one shard's rows of a batch: `rows` are the row numbers of `batch`
+/// whose fingerprints (given with them) belong to `shard`; the last argument names the stage
+/// in errors.
+type AddRows<F> = fn(&mut Shard<F>, &RecordBatch, &[(usize, F)], &str) -> Result<()>;
+
+/// Runs `stage` with each of its partitions on a core of its own, each batch's rows handed to
+/// `add` shard by shard (each shard locked once a batch), then tells the pool what the shards
+/// hold. The fingerprints are the batch's UInt64 or FixedSizeBinary columns of fingerprints:
+/// every column but `sketch`.
+async fn read_partitions<F: FingerprintColumn>(
+    ctx: &SessionContext,
+    bindings: &Bindings,
+    stage: &'static Stage,
+    shards: &Filling<F>,
+    reservation: &Arc<MemoryReservation>,
+    shift: u32,
+    add: AddRows<F>,
+) -> Result<()> {
+    let what = || stage.name.to_string();
+    let frame = stage_frame(ctx, stage, bindings).await?;
+    let streams = frame.execute_stream_partitioned().await.context(what)?;
+    let mut partitions = JoinSet::new();
+    for mut stream in streams {
+        let (shards, reservation) = (Arc::clone(shards), Arc::clone(reservation));
+        partitions.spawn(async move {
+            let mut rows: Vec<Vec<(usize, F)>> = vec![Vec::new(); shards.len()];
+            while let Some(batch) = stream.next().await {
+                let batch = batch.context(what)?;
+                for column in batch.columns() {
+                    if column.data_type() == &F::data_type() {
+                        F::for_each_value(column, |row, fingerprint| {
+                            rows[shard_of(fingerprint, shift)].push((row, fingerprint));
+                        })
+                        .context(what)?;
+                    }
+                }
+                for (shard, rows) in shards.iter().zip(&mut rows) {
+                    if rows.is_empty() {
+                        continue;
+                    }
+                    let mut shard = shard
+                        .lock()
+                        .map_err(|_| Error::Internal(format!("{}: a core panicked", what())))?;
+                    add(&mut shard, &batch, rows, stage.name)?;
+                    rows.clear();
+                    account(&mut shard, &reservation).context(what)?;
+                }
+            }
+            Ok::<_, Error>(())
+        });
+    }
+    while let Some(done) = partitions.join_next().await {
+        done.map_err(|e| Error::Internal(format!("{}: {e}", what())))??;
+    }
+    Ok(())
+}
+
+/// Every candidate's fingerprint, without a sketch so far.
+fn add_candidates<F: FingerprintColumn>(
+    shard: &mut Shard<F>,
+    _batch: &RecordBatch,
+    rows: &[(usize, F)],
+    _stage: &str,
+) -> Result<()> {
+    for &(_, fingerprint) in rows {
+        shard.place.entry(fingerprint).or_insert(NO_SKETCH);
+    }
+    Ok(())
+}
+
+/// The documents' sketches: a candidate fingerprint's first is copied in, a smaller one later
+/// written over it (the order of bytes `min` over Binary gives), whichever core reads it.
+fn add_sketches<F: FingerprintColumn>(
+    shard: &mut Shard<F>,
+    batch: &RecordBatch,
+    rows: &[(usize, F)],
+    stage: &str,
+) -> Result<()> {
+    let sketches = as_fixed_size_binary_array(batch.column(1)).context(|| stage.to_string())?;
+    if sketches.value_length() != SKETCH_BYTES as i32 {
+        return Err(Error::Internal(format!(
+            "{stage}: sketches of {} bytes, not {SKETCH_BYTES}",
+            sketches.value_length()
+        )));
+    }
+    // Places are u32, NO_SKETCH the largest: checked once per batch, not per row.
+    if shard.bytes.len() / SKETCH_BYTES + rows.len() >= NO_SKETCH as usize {
+        return Err(Error::Input(format!(
+            "{stage}: more than 2^32 - 1 candidate fingerprints in one shard of one process; \
+             run on a cluster (--cluster)"
+        )));
+    }
+    let Shard { place, bytes, .. } = shard;
+    for &(row, fingerprint) in rows {
+        let Some(at) = place.get_mut(&fingerprint) else {
+            continue;
+        };
+        if sketches.is_null(row) {
+            continue;
+        }
+        let sketch = sketches.value(row);
+        if *at == NO_SKETCH {
+            *at = (bytes.len() / SKETCH_BYTES) as u32;
+            bytes.extend_from_slice(sketch);
+            continue;
+        }
+        let start = *at as usize * SKETCH_BYTES;
+        let held = &mut bytes[start..start + SKETCH_BYTES];
+        if sketch < &*held {
+            held.copy_from_slice(sketch);
+        }
+    }
+    Ok(())
+}
+
+/// Tells the pool what `shard` holds now: its map's slots (a fingerprint, a place and a control
+/// byte each, at most 8/7 full) and its sketches.
+fn account<F>(
+    shard: &mut Shard<F>,
+    reservation: &MemoryReservation,
+) -> datafusion::error::Result<()> {
+    let held =
+        shard.place.capacity() * (std::mem::size_of::<(F, u32)>() + 1) + shard.bytes.capacity();
+    if held > shard.told {
+        reservation.try_grow(held - shard.told)?;
+    } else {
+        reservation.shrink(shard.told - held);
+    }
+    shard.told = held;
+    Ok(())
 }
 
 /// `candidate_similarity(simhash_a, simhash_b) -> Float64`: `sketch_similarity` of the two
@@ -401,24 +524,29 @@ mod tests {
             Field::new("simhash_b", DataType::UInt64, false),
             Field::new("distance", DataType::UInt8, false),
         ]));
-        let candidates_batch = RecordBatch::try_new(
-            Arc::clone(&candidates_schema),
-            vec![
-                Arc::new(UInt64Array::from_iter_values(
-                    candidates.iter().map(|c| c.0),
-                )),
-                Arc::new(UInt64Array::from_iter_values(
-                    candidates.iter().map(|c| c.1),
-                )),
-                Arc::new(UInt8Array::from_iter_values(candidates.iter().map(|_| 3))),
-            ],
-        )
-        .unwrap();
+        // Two partitions of candidates, read by two cores at once.
+        let candidates_batches: Vec<RecordBatch> = candidates
+            .chunks(candidates.len().div_ceil(2))
+            .map(|chunk| {
+                RecordBatch::try_new(
+                    Arc::clone(&candidates_schema),
+                    vec![
+                        Arc::new(UInt64Array::from_iter_values(chunk.iter().map(|c| c.0))),
+                        Arc::new(UInt64Array::from_iter_values(chunk.iter().map(|c| c.1))),
+                        Arc::new(UInt8Array::from_iter_values(chunk.iter().map(|_| 3))),
+                    ],
+                )
+                .unwrap()
+            })
+            .collect();
+        // Each batch a partition of its own: a fingerprint's two documents may be read by
+        // two cores.
         for (name, schema, batches) in [
             ("documents", documents_schema, documents_batches),
-            ("candidate_pairs", candidates_schema, vec![candidates_batch]),
+            ("candidate_pairs", candidates_schema, candidates_batches),
         ] {
-            let table = MemTable::try_new(schema, vec![batches]).unwrap();
+            let partitions = batches.into_iter().map(|batch| vec![batch]).collect();
+            let table = MemTable::try_new(schema, partitions).unwrap();
             ctx.register_table(name, Arc::new(table)).unwrap();
         }
         ctx
