@@ -123,8 +123,12 @@ fn shard_of<F: FingerprintColumn>(fingerprint: F, shift: u32) -> usize {
     (folded.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> shift) as usize
 }
 
-/// The shards while they are filled, each behind its lock.
-type Filling<F> = Arc<Vec<Mutex<Shard<F>>>>;
+/// The shards while the cores fill them, each behind its lock, with the pool's account.
+struct Filling<F> {
+    shards: Vec<Mutex<Shard<F>>>,
+    shift: u32,
+    reservation: MemoryReservation,
+}
 
 impl<F: FingerprintColumn> Sketches<F> {
     /// Each candidate fingerprint's smallest sketch among its documents'
@@ -133,46 +137,30 @@ impl<F: FingerprintColumn> Sketches<F> {
     /// did its output while this copy was made: at 10M generated documents verification peaked
     /// at 5.7 GiB that way.
     async fn read(ctx: &SessionContext, bindings: &Bindings) -> Result<Self> {
-        let reservation = Arc::new(
-            MemoryConsumer::new("verification sketches").register(&ctx.runtime_env().memory_pool),
-        );
         let cores = ctx.copied_config().target_partitions().max(1);
         let count = (cores * SHARDS_PER_CORE).next_power_of_two().max(2);
-        let shift = 64 - count.trailing_zeros();
-        let shards: Filling<F> = Arc::new((0..count).map(|_| Mutex::default()).collect());
-        let stage = &stages::VERIFY_CANDIDATE_FINGERPRINTS;
-        read_partitions(
-            ctx,
-            bindings,
-            stage,
-            &shards,
-            &reservation,
-            shift,
-            add_candidates,
-        )
-        .await?;
-        let stage = &stages::VERIFY_DOCUMENT_SKETCHES;
-        read_partitions(
-            ctx,
-            bindings,
-            stage,
-            &shards,
-            &reservation,
-            shift,
-            add_sketches,
-        )
-        .await?;
+        let filling = Arc::new(Filling {
+            shards: (0..count).map(|_| Mutex::default()).collect(),
+            shift: 64 - count.trailing_zeros(),
+            reservation: MemoryConsumer::new("verification sketches")
+                .register(&ctx.runtime_env().memory_pool),
+        });
+        // The candidates' two fingerprints, then the documents' fingerprint and sketch.
+        let candidates = &stages::VERIFY_CANDIDATE_FINGERPRINTS;
+        read_partitions(ctx, bindings, candidates, &filling, &[0, 1], add_candidates).await?;
+        let documents = &stages::VERIFY_DOCUMENT_SKETCHES;
+        read_partitions(ctx, bindings, documents, &filling, &[0], add_sketches).await?;
         let unshared = || Error::Internal("verification: the sketches are still shared".into());
-        let shards = Arc::try_unwrap(shards).map_err(|_| unshared())?;
-        let shards = shards
+        let filling = Arc::try_unwrap(filling).map_err(|_| unshared())?;
+        let shards = filling
+            .shards
             .into_iter()
             .map(|shard| shard.into_inner().map_err(|_| unshared()))
             .collect::<Result<Vec<_>>>()?;
-        let reservation = Arc::try_unwrap(reservation).map_err(|_| unshared())?;
         Ok(Self {
             shards,
-            shift,
-            _reservation: reservation,
+            shift: filling.shift,
+            _reservation: filling.reservation,
         })
     }
 
@@ -196,17 +184,15 @@ impl<F: FingerprintColumn> Sketches<F> {
 /// in errors.
 type AddRows<F> = fn(&mut Shard<F>, &RecordBatch, &[(usize, F)], &str) -> Result<()>;
 
-/// Runs `stage` with each of its partitions on a core of its own, each batch's rows handed to
-/// `add` shard by shard (each shard locked once a batch), then tells the pool what the shards
-/// hold. The fingerprints are the batch's UInt64 or FixedSizeBinary columns of fingerprints:
-/// every column but `sketch`.
+/// Runs `stage` with each of its partitions on a core of its own, each batch's rows (by their
+/// fingerprints, in the columns `keys`) handed to `add` shard by shard, each shard locked once
+/// a batch, and the pool told what the shards hold.
 async fn read_partitions<F: FingerprintColumn>(
     ctx: &SessionContext,
     bindings: &Bindings,
     stage: &'static Stage,
-    shards: &Filling<F>,
-    reservation: &Arc<MemoryReservation>,
-    shift: u32,
+    filling: &Arc<Filling<F>>,
+    keys: &'static [usize],
     add: AddRows<F>,
 ) -> Result<()> {
     let what = || stage.name.to_string();
@@ -214,20 +200,19 @@ async fn read_partitions<F: FingerprintColumn>(
     let streams = frame.execute_stream_partitioned().await.context(what)?;
     let mut partitions = JoinSet::new();
     for mut stream in streams {
-        let (shards, reservation) = (Arc::clone(shards), Arc::clone(reservation));
+        let filling = Arc::clone(filling);
         partitions.spawn(async move {
-            let mut rows: Vec<Vec<(usize, F)>> = vec![Vec::new(); shards.len()];
+            let shift = filling.shift;
+            let mut rows: Vec<Vec<(usize, F)>> = vec![Vec::new(); filling.shards.len()];
             while let Some(batch) = stream.next().await {
                 let batch = batch.context(what)?;
-                for column in batch.columns() {
-                    if column.data_type() == &F::data_type() {
-                        F::for_each_value(column, |row, fingerprint| {
-                            rows[shard_of(fingerprint, shift)].push((row, fingerprint));
-                        })
-                        .context(what)?;
-                    }
+                for &key in keys {
+                    F::for_each_value(batch.column(key), |row, fingerprint| {
+                        rows[shard_of(fingerprint, shift)].push((row, fingerprint));
+                    })
+                    .context(what)?;
                 }
-                for (shard, rows) in shards.iter().zip(&mut rows) {
+                for (shard, rows) in filling.shards.iter().zip(&mut rows) {
                     if rows.is_empty() {
                         continue;
                     }
@@ -236,7 +221,7 @@ async fn read_partitions<F: FingerprintColumn>(
                         .map_err(|_| Error::Internal(format!("{}: a core panicked", what())))?;
                     add(&mut shard, &batch, rows, stage.name)?;
                     rows.clear();
-                    account(&mut shard, &reservation).context(what)?;
+                    account(&mut shard, &filling.reservation).context(what)?;
                 }
             }
             Ok::<_, Error>(())
