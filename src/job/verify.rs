@@ -106,7 +106,7 @@ impl<F> Default for Shard<F> {
 /// Each candidate fingerprint's sketch, in shards that the cores fill in parallel while
 /// `candidate_pairs` and the documents are read: one map filled on one core kept this reading
 /// at 1.5 of two cores busy (4.4 s at 10M generated documents, 134 million candidate ends;
-/// 3.5-3.7 s and 1.8 cores in shards).
+/// 3.5-3.7 s and 1.7-1.8 cores in shards).
 struct Sketches<F> {
     shards: Vec<Shard<F>>,
     /// `shard_of`'s shift: 64 less the bits of the number of shards.
