@@ -16,6 +16,7 @@
 
 use std::cmp::Ordering;
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use datafusion::arrow::array::{
     Array, ArrayRef, AsArray, DynComparator, RecordBatch, UInt8Array, UInt32Array, make_comparator,
@@ -70,10 +71,17 @@ async fn write_with<F: Held>(
 ) -> Result<bool> {
     let stage = &stages::PAIRS_EXPANDED;
     let what = || stage.name.to_string();
+    let started = Instant::now();
     let Some(documents) = HeldDocuments::<F>::read(ctx, listed).await.context(what)? else {
         log::debug!("{}: joined instead", stage.name);
         return Ok(false);
     };
+    log::debug!(
+        "{}: {} documents held in {:.3} s",
+        stage.name,
+        documents.fresh.len(),
+        started.elapsed().as_secs_f64()
+    );
     let documents = Arc::new(documents);
     let frame = ctx.table("fingerprint_pairs").await.context(what)?;
     let mut inputs = frame.execute_stream_partitioned().await.context(what)?;
@@ -198,7 +206,13 @@ impl<F: Held> HeldDocuments<F> {
         };
         // By fingerprint, a radix sort (the largest part of this read at 100M generated
         // fingerprints: 18 million documents); a fingerprint's rows stay in the order read.
+        // rayon's comparison sort on both cores was no faster at ten million (BENCHMARKS).
+        let sorting = Instant::now();
         radsort::sort_by_key(&mut keyed, |&(fingerprint, _)| fingerprint);
+        log::debug!(
+            "paired documents: sorted in {:.3} s",
+            sorting.elapsed().as_secs_f64()
+        );
         let mut runs = HashMap::with_capacity(keyed.len());
         let mut shared = Vec::new();
         let mut start = 0;

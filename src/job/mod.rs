@@ -11,6 +11,7 @@ mod candidate_scan;
 pub mod choices;
 pub mod clustering;
 pub mod config;
+mod cores;
 pub mod counts;
 mod document_pairs;
 mod fingerprint_counts;

@@ -7,6 +7,7 @@
 //! group numbers took 0.38 s of a 1.9 s `match`, most of it probing hash tables.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use datafusion::arrow::array::{
     Array, ArrayRef, AsArray, Int64Array, RecordBatch, UInt8Array, UInt32Array, UInt64Array,
@@ -18,11 +19,13 @@ use datafusion::error::Result as DataFusionResult;
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
 use datafusion::prelude::SessionContext;
 use futures::StreamExt;
+use rayon::slice::ParallelSliceMut;
 
 use crate::engine::sql::{Bindings, run_stage, stage_frame};
 use crate::engine::stages;
-use crate::error::{Error, QueryContext, Result};
+use crate::error::{QueryContext, Result};
 use crate::fingerprint::hamming;
+use crate::job::cores::on_every_core;
 
 /// The table sql/05_groups_numbered.sql reads.
 const TABLE: &str = "numbered_groups";
@@ -42,19 +45,31 @@ const ID_COPIES: usize = 3;
 /// default `--keep`, 64-bit fingerprints) and the pool holds the members, else by
 /// sql/05_groups.sql.
 pub async fn write(ctx: &SessionContext, bindings: &Bindings, sortable: bool) -> Result<()> {
+    let started = Instant::now();
     let members = match sortable {
         true => Members::collect(ctx, bindings).await?,
         false => None,
     };
+    log::debug!(
+        "{}: read in {:.3} s",
+        stages::GROUP_MEMBERS.name,
+        started.elapsed().as_secs_f64()
+    );
     let Some(members) = members else {
         return run_stage(ctx, &stages::GROUPS, bindings).await;
     };
     let what = || stages::GROUPS_NUMBERED.name.to_string();
     let partitions = ctx.copied_config().target_partitions().max(1);
-    let numbered = tokio::task::spawn_blocking(move || members.numbered(partitions))
-        .await
-        .map_err(|e| Error::Internal(format!("{}: {e}", what())))?
+    let started = Instant::now();
+    let count = members.keys.len();
+    let numbered = on_every_core(ctx, &what(), move || members.numbered(partitions))
+        .await?
         .context(what)?;
+    log::debug!(
+        "{}: {count} members numbered in {:.3} s",
+        what(),
+        started.elapsed().as_secs_f64()
+    );
     let (schema, partitions, _reservation) = numbered;
     let table = MemTable::try_new(schema, partitions).context(what)?;
     ctx.register_table(TABLE, Arc::new(table)).context(what)?;
@@ -143,9 +158,11 @@ impl Members {
     /// The groups table, in `partitions` partitions: members sorted by component then input
     /// order make each component a run whose first member is its representative (input order
     /// is unique in a run), and the runs sorted by their first member's input order are the
-    /// groups in number order. Rows come by group number, then input order.
+    /// groups in number order. Rows come by group number, then input order. The sorts run on
+    /// the current rayon pool (`crate::job::cores`); filling the rows on every core as well,
+    /// each partition's on its own, was slower at ten million members (docs/BENCHMARKS.md).
     fn numbered(mut self, partitions: usize) -> DataFusionResult<Numbered> {
-        self.keys.sort_unstable();
+        self.keys.par_sort_unstable();
         // (representative's input order, first key, members) of each component.
         let mut runs: Vec<(i64, usize, usize)> = Vec::new();
         let mut start = 0;
@@ -153,7 +170,7 @@ impl Members {
             runs.push((run[0].1, start, run.len()));
             start += run.len();
         }
-        runs.sort_unstable();
+        runs.par_sort_unstable();
         let total = self.keys.len();
         let mut rows = Vec::with_capacity(total);
         let mut group_ids = Vec::with_capacity(total);
@@ -412,6 +429,64 @@ mod tests {
         // No members at all: an empty table of the same schema.
         let [(schema, sorted), (joined_schema, joined)] = both_ways(&documents[..1], &[]).await;
         assert_eq!((schema, sorted), (joined_schema, joined));
+    }
+
+    #[test]
+    fn any_number_of_partitions_fill_the_same_rows() {
+        // Groups of 1 to 40 members (more than a partition holds, for some partition counts),
+        // members in a shuffled input order: partitions start and end inside groups.
+        let mut random = SplitMix64(5);
+        let count = 6_000;
+        let mut orders: Vec<i64> = (0..count as i64).collect();
+        for i in (1..orders.len()).rev() {
+            orders.swap(i, random.below(i + 1));
+        }
+        let mut components = Vec::new();
+        while components.len() < count {
+            let component = random.next_u64();
+            let size = 1 + random.below(40);
+            components.extend(std::iter::repeat_n(component, size));
+        }
+        components.truncate(count);
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Utf8, false),
+            Field::new("simhash", DataType::UInt64, false),
+            Field::new("input_order", DataType::Int64, false),
+            Field::new("component", DataType::UInt64, false),
+        ]));
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(StringArray::from_iter_values(
+                (0..count).map(|i| format!("d{i}")),
+            )),
+            Arc::new(UInt64Array::from_iter_values(
+                (0..count).map(|_| random.next_u64()),
+            )),
+            Arc::new(Int64Array::from(orders)),
+            Arc::new(UInt64Array::from(components)),
+        ];
+        let batch = RecordBatch::try_new(schema, columns).unwrap();
+        let numbered = |partitions: usize| {
+            let pool: Arc<dyn datafusion::execution::memory_pool::MemoryPool> =
+                Arc::new(datafusion::execution::memory_pool::UnboundedMemoryPool::default());
+            let mut members = Members {
+                id_field: batch.schema().field(0).clone(),
+                ids: Vec::new(),
+                simhashes: Vec::new(),
+                keys: Vec::new(),
+                reservation: MemoryConsumer::new("test").register(&pool),
+            };
+            assert!(members.add(&batch.slice(0, 2_500)));
+            assert!(members.add(&batch.slice(2_500, count - 2_500)));
+            let (schema, batches, _) = members.numbered(partitions).unwrap();
+            assert_eq!(batches.len(), partitions);
+            let rows = batches.iter().flatten();
+            datafusion::arrow::compute::concat_batches(&schema, rows).unwrap()
+        };
+        let whole = numbered(1);
+        assert_eq!(whole.num_rows(), count);
+        for partitions in [2, 3, 7, 64, count + 5] {
+            assert_eq!(numbered(partitions), whole, "{partitions} partitions");
+        }
     }
 
     #[tokio::test]
