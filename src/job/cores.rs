@@ -1,8 +1,8 @@
-//! The job's own sorts between its SQL statements (union-find's sort of the pairs' ends, the
-//! groups' sort of their members) on every core the session has: a rayon pool of as many
-//! threads as the session's partitions, so `--threads` bounds it as it bounds DataFusion. On
-//! one core these sorts took 0.77 s of a ten-million-document run, the other core idle
-//! (docs/BENCHMARKS.md, "The sorts between the statements on every core").
+//! The job's own work between its SQL statements (union-find's sort of the pairs' ends, the
+//! groups' sort of their members, the map of the paired documents) on every core the session
+//! has: a rayon pool of as many threads as the session's partitions, so `--threads` bounds it as
+//! it bounds DataFusion. On one core these sorts took 0.77 s of a ten-million-document run, the
+//! other core idle (docs/BENCHMARKS.md, "The sorts between the statements on every core").
 
 use datafusion::prelude::SessionContext;
 

@@ -34,12 +34,15 @@ use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::streaming::PartitionStream;
 use datafusion::prelude::SessionContext;
 use futures::StreamExt;
+use rayon::iter::{IntoParallelRefIterator, ParallelIterator};
+use rayon::slice::ParallelSlice;
 
 use crate::engine::sql::{Bindings, run_stage};
 use crate::engine::stages;
 use crate::error::{QueryContext, Result};
 use crate::fingerprint::Width;
 use crate::job::choices::PairsListed;
+use crate::job::cores::on_every_core;
 use crate::udf::FingerprintColumn;
 
 /// The table sql/04_pairs_expanded.sql reads.
@@ -135,10 +138,12 @@ struct HeldDocuments<F> {
     fresh: Vec<bool>,
     /// Row numbers (into `ids` and `fresh`) by fingerprint.
     order: Vec<u32>,
-    /// A fingerprint's run in `order`: start and length.
-    runs: HashMap<F, (u32, u32)>,
+    /// A fingerprint's run in `order`: start and length, in the shard of its top
+    /// `shard_bits` bits.
+    runs: Vec<HashMap<F, Run>>,
+    shard_bits: u32,
     /// The runs of two documents or more, which hold pairs at distance 0.
-    shared: Vec<(u32, u32)>,
+    shared: Vec<Run>,
     /// Orders two rows' ids as least / greatest order them.
     compare: DynComparator,
     _reservation: MemoryReservation,
@@ -213,18 +218,24 @@ impl<F: Held> HeldDocuments<F> {
             "paired documents: sorted in {:.3} s",
             sorting.elapsed().as_secs_f64()
         );
-        let mut runs = HashMap::with_capacity(keyed.len());
-        let mut shared = Vec::new();
-        let mut start = 0;
-        for run in keyed.chunk_by(|a, b| a.0 == b.0) {
-            let place = (start as u32, run.len() as u32);
-            runs.insert(run[0].0, place);
-            if run.len() > 1 {
-                shared.push(place);
-            }
-            start += run.len();
-        }
-        let mut order: Vec<u32> = keyed.iter().map(|&(_, row)| row as u32).collect();
+        // The map in shards by the fingerprints' top bits: each shard a contiguous part of
+        // `keyed`, filled on a core of its own.
+        let shard_bits = shard_bits(ctx.copied_config().target_partitions());
+        let bounds: Vec<usize> = (0..=1usize << shard_bits)
+            .map(|shard| keyed.partition_point(|&(f, _)| shard_of(f, shard_bits) < shard))
+            .collect();
+        let map = move || {
+            let shards: Vec<_> = bounds
+                .par_windows(2)
+                .map(|bounds| runs_of(&keyed[bounds[0]..bounds[1]], bounds[0]))
+                .collect();
+            let order: Vec<u32> = keyed.par_iter().map(|&(_, row)| row as u32).collect();
+            let (runs, shared): (Vec<_>, Vec<Vec<_>>) = shards.into_iter().unzip();
+            (runs, shared.concat(), order)
+        };
+        let (runs, shared, mut order) = on_every_core(ctx, "holding the paired documents", map)
+            .await
+            .map_err(|e| DataFusionError::External(Box::new(e)))?;
         // Star: each run's head (first in input order, as sql/04_pairs_star.sql's
         // `first_value`) to its front.
         if heads {
@@ -242,6 +253,7 @@ impl<F: Held> HeldDocuments<F> {
             fresh,
             order,
             runs,
+            shard_bits,
             shared,
             compare,
             _reservation: reservation,
@@ -251,7 +263,8 @@ impl<F: Held> HeldDocuments<F> {
     /// The rows of a fingerprint's documents that its pairs list: all, or (star) its head;
     /// none when no document has it.
     fn documents_of(&self, fingerprint: Option<F>) -> &[u32] {
-        match fingerprint.and_then(|f| self.runs.get(&f)) {
+        let runs = |f: F| self.runs[shard_of(f, self.shard_bits)].get(&f);
+        match fingerprint.and_then(runs) {
             Some(&(start, len)) => {
                 let len = match self.listed {
                     PairsListed::All => len,
@@ -262,6 +275,39 @@ impl<F: Held> HeldDocuments<F> {
             None => &[],
         }
     }
+}
+
+/// Bits of a fingerprint that choose its shard of the held documents' map: four shards a core,
+/// so that a core that drew a full shard does not finish far behind the others.
+fn shard_bits(cores: usize) -> u32 {
+    (4 * cores.max(1)).next_power_of_two().trailing_zeros()
+}
+
+/// The shard of a fingerprint: its top `bits` bits, so that sorted fingerprints fill the shards
+/// in order.
+fn shard_of<F: Held>(fingerprint: F, bits: u32) -> usize {
+    let top = fingerprint.widen().checked_shr(F::BITS - bits);
+    top.unwrap_or(0) as usize
+}
+
+/// A run of one fingerprint's documents in `HeldDocuments::order`: its start and length.
+type Run = (u32, u32);
+
+/// The runs of one fingerprint each in `keyed` (part of the sorted documents, from `first`
+/// on): each fingerprint's run, and those of two documents or more.
+fn runs_of<F: Held>(keyed: &[(F, usize)], first: usize) -> (HashMap<F, Run>, Vec<Run>) {
+    let mut runs = HashMap::with_capacity(keyed.len());
+    let mut shared = Vec::new();
+    let mut start = first;
+    for run in keyed.chunk_by(|a, b| a.0 == b.0) {
+        let place = (start as u32, run.len() as u32);
+        runs.insert(run[0].0, place);
+        if run.len() > 1 {
+            shared.push(place);
+        }
+        start += run.len();
+    }
+    (runs, shared)
 }
 
 impl<F> HeldDocuments<F> {
@@ -748,6 +794,17 @@ mod tests {
             input_order,
             pairs,
         }
+    }
+
+    #[test]
+    fn a_fingerprints_shard_is_its_top_bits() {
+        assert_eq!(shard_bits(2), 3);
+        assert_eq!(shard_bits(0), 2);
+        assert_eq!(shard_of(0xF000_0000_0000_0001u64, 3), 7);
+        assert_eq!(shard_of(0x2000_0000_0000_0000u64, 3), 1);
+        assert_eq!(shard_of(u128::MAX >> 1, 2), 1);
+        assert_eq!(shard_of(u64::MAX, 0), 0);
+        assert_eq!(shard_of(u128::MAX, 0), 0);
     }
 
     #[tokio::test]
