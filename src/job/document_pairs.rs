@@ -820,7 +820,12 @@ mod tests {
                 "the tables differ at batches of {batch_rows}"
             );
         }
-        let case = random_case(46, |v| u128::from(v) << 40 | 7);
+        // Random top bits, so that the fingerprints fill the map's shards (8 at two cores).
+        let case = random_case(46, |v| u128::from(v) << 64 | 7);
+        let shards: std::collections::HashSet<usize> = (case.simhashes.iter().flatten())
+            .map(|&f| shard_of(f, shard_bits(2)))
+            .collect();
+        assert_eq!(shards.len(), 8);
         let [(schema, here), (joined_schema, joined)] = case.both_ways(PairsListed::All, 100).await;
         assert_eq!(schema, joined_schema);
         assert!(here == joined, "the 128-bit tables differ");
