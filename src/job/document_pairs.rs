@@ -222,7 +222,7 @@ impl<F: Held> HeldDocuments<F> {
         // `keyed`, filled on a core of its own.
         let shard_bits = shard_bits(ctx.copied_config().target_partitions());
         let bounds: Vec<usize> = (0..=1usize << shard_bits)
-            .map(|shard| keyed.partition_point(|&(f, _)| shard_of(f, shard_bits) < shard))
+            .map(|shard| keyed.partition_point(|&(f, _)| top_bits_shard(f, shard_bits) < shard))
             .collect();
         let map = move || {
             let shards: Vec<_> = bounds
@@ -263,7 +263,7 @@ impl<F: Held> HeldDocuments<F> {
     /// The rows of a fingerprint's documents that its pairs list: all, or (star) its head;
     /// none when no document has it.
     fn documents_of(&self, fingerprint: Option<F>) -> &[u32] {
-        let runs = |f: F| self.runs[shard_of(f, self.shard_bits)].get(&f);
+        let runs = |f: F| self.runs[top_bits_shard(f, self.shard_bits)].get(&f);
         match fingerprint.and_then(runs) {
             Some(&(start, len)) => {
                 let len = match self.listed {
@@ -277,15 +277,21 @@ impl<F: Held> HeldDocuments<F> {
     }
 }
 
-/// Bits of a fingerprint that choose its shard of the held documents' map: four shards a core,
-/// so that a core that drew a full shard does not finish far behind the others.
+/// Shards of the held documents' map per core, so that a core that drew a full shard does not
+/// finish far behind the others.
+const SHARDS_PER_CORE: usize = 4;
+
+/// Bits of a fingerprint that choose its shard of the held documents' map.
 fn shard_bits(cores: usize) -> u32 {
-    (4 * cores.max(1)).next_power_of_two().trailing_zeros()
+    (SHARDS_PER_CORE * cores.max(1))
+        .next_power_of_two()
+        .trailing_zeros()
 }
 
-/// The shard of a fingerprint: its top `bits` bits, so that sorted fingerprints fill the shards
-/// in order.
-fn shard_of<F: Held>(fingerprint: F, bits: u32) -> usize {
+/// The shard of a fingerprint: its top `bits` bits. Not a hash of it (as verification's shards
+/// are): by the top bits, the documents sorted by fingerprint fill the shards in order, each
+/// shard a contiguous part of them.
+fn top_bits_shard<F: Held>(fingerprint: F, bits: u32) -> usize {
     let top = fingerprint.widen().checked_shr(F::BITS - bits);
     top.unwrap_or(0) as usize
 }
@@ -800,11 +806,11 @@ mod tests {
     fn a_fingerprints_shard_is_its_top_bits() {
         assert_eq!(shard_bits(2), 3);
         assert_eq!(shard_bits(0), 2);
-        assert_eq!(shard_of(0xF000_0000_0000_0001u64, 3), 7);
-        assert_eq!(shard_of(0x2000_0000_0000_0000u64, 3), 1);
-        assert_eq!(shard_of(u128::MAX >> 1, 2), 1);
-        assert_eq!(shard_of(u64::MAX, 0), 0);
-        assert_eq!(shard_of(u128::MAX, 0), 0);
+        assert_eq!(top_bits_shard(0xF000_0000_0000_0001u64, 3), 7);
+        assert_eq!(top_bits_shard(0x2000_0000_0000_0000u64, 3), 1);
+        assert_eq!(top_bits_shard(u128::MAX >> 1, 2), 1);
+        assert_eq!(top_bits_shard(u64::MAX, 0), 0);
+        assert_eq!(top_bits_shard(u128::MAX, 0), 0);
     }
 
     #[tokio::test]
@@ -823,7 +829,7 @@ mod tests {
         // Random top bits, so that the fingerprints fill the map's shards (8 at two cores).
         let case = random_case(46, |v| u128::from(v) << 64 | 7);
         let shards: std::collections::HashSet<usize> = (case.simhashes.iter().flatten())
-            .map(|&f| shard_of(f, shard_bits(2)))
+            .map(|&f| top_bits_shard(f, shard_bits(2)))
             .collect();
         assert_eq!(shards.len(), 8);
         let [(schema, here), (joined_schema, joined)] = case.both_ways(PairsListed::All, 100).await;

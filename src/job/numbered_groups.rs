@@ -45,16 +45,16 @@ const ID_COPIES: usize = 3;
 /// default `--keep`, 64-bit fingerprints) and the pool holds the members, else by
 /// sql/05_groups.sql.
 pub async fn write(ctx: &SessionContext, bindings: &Bindings, sortable: bool) -> Result<()> {
-    let started = Instant::now();
     let members = match sortable {
-        true => Members::collect(ctx, bindings).await?,
+        true => {
+            let started = Instant::now();
+            let members = Members::collect(ctx, bindings).await?;
+            let seconds = started.elapsed().as_secs_f64();
+            log::debug!("{}: read in {seconds:.3} s", stages::GROUP_MEMBERS.name);
+            members
+        }
         false => None,
     };
-    log::debug!(
-        "{}: read in {:.3} s",
-        stages::GROUP_MEMBERS.name,
-        started.elapsed().as_secs_f64()
-    );
     let Some(members) = members else {
         return run_stage(ctx, &stages::GROUPS, bindings).await;
     };
