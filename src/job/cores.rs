@@ -8,6 +8,19 @@ use datafusion::prelude::SessionContext;
 
 use crate::error::{Error, Result};
 
+/// Shards per core of a map that every core fills at once (verification's sketches, the held
+/// documents): with several per core, two cores seldom want the same shard, and a core that
+/// drew a full one does not finish far behind the others.
+const SHARDS_PER_CORE: usize = 4;
+
+/// Bits of a shard's number in such a map for `cores` cores: `SHARDS_PER_CORE` a core, rounded
+/// up to a power of two so that a shard is a fixed number of a fingerprint's bits.
+pub fn shard_bits(cores: usize) -> u32 {
+    (SHARDS_PER_CORE * cores.max(1))
+        .next_power_of_two()
+        .trailing_zeros()
+}
+
 /// Runs `work` on a pool of the session's `target_partitions` threads: rayon's parallel
 /// iterators and sorts inside it use them. It runs off the async runtime's workers (on a
 /// blocking thread), since it holds its thread until the work is done.
@@ -34,6 +47,15 @@ mod tests {
     use rayon::prelude::*;
 
     use super::*;
+
+    #[test]
+    fn four_shards_a_core_rounded_up_to_a_power_of_two() {
+        assert_eq!(shard_bits(0), 2);
+        assert_eq!(shard_bits(1), 2);
+        assert_eq!(shard_bits(2), 3);
+        assert_eq!(shard_bits(3), 4);
+        assert_eq!(shard_bits(32), 7);
+    }
 
     #[tokio::test]
     async fn the_pool_has_the_sessions_threads() {

@@ -42,7 +42,7 @@ use crate::engine::stages;
 use crate::error::{QueryContext, Result};
 use crate::fingerprint::Width;
 use crate::job::choices::PairsListed;
-use crate::job::cores::on_every_core;
+use crate::job::cores::{on_every_core, shard_bits};
 use crate::udf::FingerprintColumn;
 
 /// The table sql/04_pairs_expanded.sql reads.
@@ -275,17 +275,6 @@ impl<F: Held> HeldDocuments<F> {
             None => &[],
         }
     }
-}
-
-/// Shards of the held documents' map per core, so that a core that drew a full shard does not
-/// finish far behind the others.
-const SHARDS_PER_CORE: usize = 4;
-
-/// Bits of a fingerprint that choose its shard of the held documents' map.
-fn shard_bits(cores: usize) -> u32 {
-    (SHARDS_PER_CORE * cores.max(1))
-        .next_power_of_two()
-        .trailing_zeros()
 }
 
 /// The shard of a fingerprint: its top `bits` bits. Not a hash of it (as verification's shards
@@ -804,8 +793,6 @@ mod tests {
 
     #[test]
     fn a_fingerprints_shard_is_its_top_bits() {
-        assert_eq!(shard_bits(2), 3);
-        assert_eq!(shard_bits(0), 2);
         assert_eq!(top_bits_shard(0xF000_0000_0000_0001u64, 3), 7);
         assert_eq!(top_bits_shard(0x2000_0000_0000_0000u64, 3), 1);
         assert_eq!(top_bits_shard(u128::MAX >> 1, 2), 1);

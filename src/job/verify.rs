@@ -24,6 +24,7 @@ use crate::engine::sql::{Bindings, run_stage, run_stage_with, stage_frame};
 use crate::engine::stages::{self, Stage};
 use crate::error::{Error, QueryContext, Result};
 use crate::fingerprint::Width;
+use crate::job::cores::shard_bits;
 use crate::text::sketch::SKETCH_BYTES;
 use crate::udf::FingerprintColumn;
 use crate::udf::similarity::similarities_by;
@@ -80,10 +81,6 @@ async fn verify_in_memory<F: FingerprintColumn>(
 /// No sketch for a fingerprint whose documents have none (`sketch` NULL).
 const NO_SKETCH: u32 = u32::MAX;
 
-/// Shards per core: the cores fill them at once, a batch's rows a shard at a time, and with
-/// several shards per core two cores seldom want the same one.
-const SHARDS_PER_CORE: usize = 4;
-
 /// Some candidate fingerprints (those `shard_of` sends here), each with its sketch: its place
 /// in `bytes` (`SKETCH_BYTES` each), or `NO_SKETCH`.
 struct Shard<F> {
@@ -138,10 +135,10 @@ impl<F: FingerprintColumn> Sketches<F> {
     /// at 5.7 GiB that way.
     async fn read(ctx: &SessionContext, bindings: &Bindings) -> Result<Self> {
         let cores = ctx.copied_config().target_partitions().max(1);
-        let count = (cores * SHARDS_PER_CORE).next_power_of_two().max(2);
+        let bits = shard_bits(cores);
         let filling = Arc::new(Filling {
-            shards: (0..count).map(|_| Mutex::default()).collect(),
-            shift: 64 - count.trailing_zeros(),
+            shards: (0..1usize << bits).map(|_| Mutex::default()).collect(),
+            shift: 64 - bits,
             reservation: MemoryConsumer::new("verification sketches")
                 .register(&ctx.runtime_env().memory_pool),
         });
