@@ -7,6 +7,7 @@ pub mod cluster_access;
 pub mod commit;
 pub mod copy_leftovers;
 pub mod on_demand;
+pub mod page_locations;
 pub mod parquet_writes;
 pub mod partial_file;
 pub mod row_slices;

@@ -34,6 +34,7 @@ use datafusion::common::config::{ConfigExtension, ConfigOptions};
 use datafusion::common::extensions_options;
 use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode, TreeNodeRecursion};
 use datafusion::error::{DataFusionError, Result as DataFusionResult};
+use datafusion::execution::runtime_env::RuntimeEnv;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::{EquivalenceProperties, Partitioning, PhysicalExpr};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
@@ -66,8 +67,17 @@ impl ConfigExtension for OnDemand {
 /// input is cut into as many row ranges where it is a Parquet scan (`row_slices::sliced`). It
 /// runs after DataFusion's rules, when the repartitions are in place and the scans read their
 /// row numbers themselves.
-#[derive(Debug, Default)]
-pub struct DealOnDemand;
+#[derive(Debug)]
+pub struct DealOnDemand {
+    /// Where the scans' object stores are, for the readers of their row ranges.
+    runtime: Arc<RuntimeEnv>,
+}
+
+impl DealOnDemand {
+    pub fn new(runtime: Arc<RuntimeEnv>) -> Self {
+        Self { runtime }
+    }
+}
 
 impl PhysicalOptimizerRule for DealOnDemand {
     fn optimize(
@@ -98,7 +108,8 @@ impl PhysicalOptimizerRule for DealOnDemand {
                 0 => outputs,
                 most => most.min(outputs),
             };
-            let input = row_slices::sliced(input, slices).unwrap_or_else(|| Arc::clone(input));
+            let input = row_slices::sliced(input, slices, &self.runtime)
+                .unwrap_or_else(|| Arc::clone(input));
             Ok(Transformed::yes(
                 Arc::new(OnDemandExec::new(input, outputs)) as _,
             ))
@@ -574,10 +585,12 @@ mod tests {
                 .options_mut()
                 .extensions
                 .insert(OnDemand { enabled, slices });
+            let runtime = Arc::new(RuntimeEnv::default());
             let mut rules = PhysicalOptimizer::new().rules;
-            rules.push(Arc::new(DealOnDemand));
+            rules.push(Arc::new(DealOnDemand::new(Arc::clone(&runtime))));
             let state = SessionStateBuilder::new()
                 .with_config(config)
+                .with_runtime_env(runtime)
                 .with_default_features()
                 .with_physical_optimizer_rules(rules)
                 .build();

@@ -9,35 +9,59 @@
 //! skips, so `file_row_index()`, and with it the job's input order, is that of a scan of the
 //! whole file.
 //!
-//! What it costs: without a page index a partition still reads and decompresses the pages it
-//! skips of a row group it shares with another, and holds that row group's column chunks, so a
-//! row group is read once per partition that shares it. Only the signature stage asks for it
-//! (`crate::engine::on_demand`), where decoding on one core limited the stage.
+//! Each partition reads its files through `PagedFiles` (`crate::engine::page_locations`), whose
+//! metadata says where each page starts, so that a partition fetches and decodes only the pages
+//! of its own rows (and the column's dictionary) rather than the whole column chunks of a row
+//! group it shares with others. Only the signature stage asks for it (`crate::engine::on_demand`),
+//! where decoding on one core limited the stage.
 
 use std::ops::Range;
 use std::sync::Arc;
 
 use datafusion::common::stats::Precision;
 use datafusion::datasource::listing::PartitionedFile;
-use datafusion::datasource::physical_plan::parquet::{ParquetAccessPlan, ParquetRowSelection};
+use datafusion::datasource::physical_plan::parquet::{
+    CachedParquetFileReaderFactory, ParquetAccessPlan, ParquetRowSelection,
+};
 use datafusion::datasource::physical_plan::{
     FileGroup, FileScanConfig, FileScanConfigBuilder, ParquetSource,
 };
 use datafusion::datasource::source::DataSourceExec;
+use datafusion::execution::runtime_env::RuntimeEnv;
 use datafusion::parquet::arrow::arrow_reader::{RowSelection, RowSelector};
 use datafusion::physical_plan::ExecutionPlan;
+
+use crate::engine::page_locations::PagedFiles;
 
 /// Fewest rows worth a partition of their own: below this the reading of the footer and the
 /// shared pages costs about what the rows do.
 const MIN_SLICE_ROWS: u64 = 1024;
 
 /// `plan`, if it is a Parquet scan that can be cut, cut into at most `slices` partitions of
-/// contiguous rows.
-pub fn sliced(plan: &Arc<dyn ExecutionPlan>, slices: usize) -> Option<Arc<dyn ExecutionPlan>> {
-    let (scan, _) = plan
+/// contiguous rows, read with page locations. `runtime` holds the scan's object store.
+pub fn sliced(
+    plan: &Arc<dyn ExecutionPlan>,
+    slices: usize,
+    runtime: &RuntimeEnv,
+) -> Option<Arc<dyn ExecutionPlan>> {
+    let (scan, parquet) = plan
         .downcast_ref::<DataSourceExec>()?
         .downcast_to_file_source::<ParquetSource>()?;
     let scan = sliced_scan(scan, slices)?;
+    // The reader DataFusion would give the scan (or the one it was given), under page locations.
+    let inner = match parquet.parquet_file_reader_factory() {
+        Some(factory) => Arc::clone(factory),
+        None => Arc::new(CachedParquetFileReaderFactory::new(
+            runtime.object_store(&scan.object_store_url).ok()?,
+            runtime.cache_manager.get_file_metadata_cache(),
+        )),
+    };
+    let paged = parquet
+        .clone()
+        .with_parquet_file_reader_factory(Arc::new(PagedFiles::new(inner)));
+    let scan = FileScanConfigBuilder::from(scan)
+        .with_source(Arc::new(paged))
+        .build();
     Some(DataSourceExec::from_data_source(scan) as _)
 }
 
@@ -220,7 +244,7 @@ pub(crate) mod tests {
         let plan = frame.create_physical_plan().await.unwrap();
         assert!(plan.is::<DataSourceExec>(), "a scan alone");
         assert_eq!(plan.output_partitioning().partition_count(), 1);
-        let plan = sliced(&plan, 4).expect("a file of 10,000 rows is cut");
+        let plan = sliced(&plan, 4, &ctx.runtime_env()).expect("a file of 10,000 rows is cut");
         assert_eq!(plan.output_partitioning().partition_count(), 4);
         let partitions = collect_partitioned(plan, ctx.task_ctx()).await.unwrap();
         let mut seen = Vec::new();
@@ -262,6 +286,6 @@ pub(crate) mod tests {
             .create_physical_plan()
             .await
             .unwrap();
-        assert!(sliced(&plan, 4).is_none());
+        assert!(sliced(&plan, 4, &ctx.runtime_env()).is_none());
     }
 }

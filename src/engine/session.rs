@@ -137,7 +137,7 @@ fn session_context_from(mut config: SessionConfig, console: &Console) -> Result<
         config = config.with_extension(folder);
     }
     let mut rules = PhysicalOptimizer::new().rules;
-    rules.push(Arc::new(DealOnDemand));
+    rules.push(Arc::new(DealOnDemand::new(Arc::clone(&runtime))));
     let state = SessionStateBuilder::new()
         .with_config(config)
         .with_runtime_env(runtime)

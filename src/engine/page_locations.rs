@@ -1,0 +1,611 @@
+//! Where each page of a Parquet file starts, read from the pages' own headers when the file has
+//! no page index, so that a row range (`crate::engine::row_slices`) fetches and decodes only
+//! its own pages.
+//!
+//! Without page locations the reader cannot tell which bytes of a column chunk hold a range's
+//! rows: each range fetched its row group's whole column chunks and held them, and skipped the
+//! pages before its rows by reading their headers. Cut into as many ranges as cores, a file of
+//! one row group was read once per core and held once per core (32 times on 32 cores). A page
+//! header states the page's size and its rows, so walking the headers (a small read each,
+//! nothing decompressed) gives the file's offset index, which the reader then uses as if the
+//! writer had stored it. Many writers do not store one (pyarrow by default, and debian_docs'
+//! file); DataFusion does not load one that is stored unless a filter could prune pages, so the
+//! stored one is loaded here too.
+//!
+//! The headers are Thrift's compact encoding. Parquet's own reader of them is private to the
+//! parquet crate; the few fields needed (type, size, values or rows) are read here, and the
+//! rest skipped, rather than adding a Thrift crate. A header that cannot be read, a column
+//! with repeated values (whose pages' row counts are not in a version 1 header) or page sizes
+//! that do not add up to the column chunk leave the file as it was: read as before.
+
+use std::fmt;
+use std::ops::Range;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use datafusion::common::HashMap;
+use datafusion::datasource::listing::PartitionedFile;
+use datafusion::datasource::physical_plan::ParquetFileReaderFactory;
+use datafusion::parquet::arrow::arrow_reader::ArrowReaderOptions;
+use datafusion::parquet::arrow::async_reader::{AsyncFileReader, MetadataFetch};
+use datafusion::parquet::errors::Result as ParquetResult;
+use datafusion::parquet::file::metadata::{
+    ColumnChunkMetaData, PageIndexPolicy, ParquetMetaData, ParquetMetaDataReader,
+    ParquetOffsetIndex,
+};
+use datafusion::parquet::file::page_index::offset_index::{OffsetIndexMetaData, PageLocation};
+use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use tokio::sync::OnceCell;
+
+/// Bytes read for a page header at first: a header without statistics takes a few dozen; one
+/// with a text column's minimum and maximum, a few KiB. A longer one is read again whole.
+const HEADER_PROBE: u64 = 4096;
+
+/// Readers of Parquet files, from `inner`, whose metadata holds page locations: the file's
+/// stored offset index, or else one read from its pages' headers. Each file's are found once
+/// and shared by every partition that reads it.
+pub struct PagedFiles {
+    inner: Arc<dyn ParquetFileReaderFactory>,
+    /// Each file's metadata with its page locations, by path, size and modification time.
+    found: Mutex<HashMap<String, Arc<OnceCell<Arc<ParquetMetaData>>>>>,
+}
+
+impl PagedFiles {
+    pub fn new(inner: Arc<dyn ParquetFileReaderFactory>) -> Self {
+        Self {
+            inner,
+            found: Mutex::default(),
+        }
+    }
+}
+
+impl fmt::Debug for PagedFiles {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PagedFiles")
+            .field("inner", &self.inner)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ParquetFileReaderFactory for PagedFiles {
+    fn create_reader(
+        &self,
+        partition_index: usize,
+        file: PartitionedFile,
+        metadata_size_hint: Option<usize>,
+        metrics: &ExecutionPlanMetricsSet,
+    ) -> datafusion::error::Result<Box<dyn AsyncFileReader + Send>> {
+        let meta = &file.object_meta;
+        let key = format!("{} {} {}", meta.location, meta.size, meta.last_modified);
+        let found = {
+            let mut found = self
+                .found
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            Arc::clone(found.entry(key).or_default())
+        };
+        let inner = self
+            .inner
+            .create_reader(partition_index, file, metadata_size_hint, metrics)?;
+        Ok(Box::new(PagedReader { inner, found }))
+    }
+}
+
+/// A file's reader whose metadata has page locations where they could be found.
+struct PagedReader {
+    inner: Box<dyn AsyncFileReader + Send>,
+    found: Arc<OnceCell<Arc<ParquetMetaData>>>,
+}
+
+impl AsyncFileReader for PagedReader {
+    fn get_bytes(&mut self, range: Range<u64>) -> BoxFuture<'_, ParquetResult<Bytes>> {
+        self.inner.get_bytes(range)
+    }
+
+    fn get_byte_ranges(
+        &mut self,
+        ranges: Vec<Range<u64>>,
+    ) -> BoxFuture<'_, ParquetResult<Vec<Bytes>>> {
+        self.inner.get_byte_ranges(ranges)
+    }
+
+    fn get_metadata<'a>(
+        &'a mut self,
+        options: Option<&'a ArrowReaderOptions>,
+    ) -> BoxFuture<'a, ParquetResult<Arc<ParquetMetaData>>> {
+        async move {
+            let found = Arc::clone(&self.found);
+            let inner = &mut self.inner;
+            let metadata = found
+                .get_or_try_init(|| async move {
+                    let metadata = inner.get_metadata(options).await?;
+                    with_page_locations(metadata, inner.as_mut()).await
+                })
+                .await?;
+            Ok(Arc::clone(metadata))
+        }
+        .boxed()
+    }
+}
+
+/// `metadata` with an offset index: the file's own if it has one, else one read from the
+/// pages' headers, else none (`metadata` as it is).
+async fn with_page_locations(
+    metadata: Arc<ParquetMetaData>,
+    reader: &mut (dyn AsyncFileReader + Send),
+) -> ParquetResult<Arc<ParquetMetaData>> {
+    if metadata
+        .offset_index()
+        .is_some_and(|index| !index.is_empty())
+    {
+        return Ok(metadata);
+    }
+    let stored = metadata.row_groups().iter().any(|row_group| {
+        row_group
+            .columns()
+            .iter()
+            .any(|column| column.offset_index_offset().is_some())
+    });
+    if stored {
+        let mut loading = ParquetMetaDataReader::new_with_metadata((*metadata).clone())
+            .with_offset_index_policy(PageIndexPolicy::Optional);
+        loading.load_page_index(Fetch(reader)).await?;
+        return Ok(Arc::new(loading.finish()?));
+    }
+    let mut index: ParquetOffsetIndex = Vec::with_capacity(metadata.num_row_groups());
+    for row_group in metadata.row_groups() {
+        let mut columns = Vec::with_capacity(row_group.num_columns());
+        for column in row_group.columns() {
+            match column_page_locations(reader, column, row_group.num_rows()).await {
+                Some(page_locations) => columns.push(OffsetIndexMetaData {
+                    page_locations,
+                    unencoded_byte_array_data_bytes: None,
+                }),
+                None => return Ok(metadata),
+            }
+        }
+        index.push(columns);
+    }
+    let with_index = (*metadata)
+        .clone()
+        .into_builder()
+        .set_offset_index(Some(index))
+        .build();
+    Ok(Arc::new(with_index))
+}
+
+/// A reader as parquet's metadata reader takes one.
+struct Fetch<'a>(&'a mut (dyn AsyncFileReader + Send));
+
+impl MetadataFetch for Fetch<'_> {
+    fn fetch(&mut self, range: Range<u64>) -> BoxFuture<'_, ParquetResult<Bytes>> {
+        self.0.get_bytes(range)
+    }
+}
+
+/// The locations of a column chunk's data pages, from their headers; `None` where they cannot
+/// be known (see the module's notes).
+async fn column_page_locations(
+    reader: &mut (dyn AsyncFileReader + Send),
+    column: &ColumnChunkMetaData,
+    rows: i64,
+) -> Option<Vec<PageLocation>> {
+    if column.column_descr().max_rep_level() > 0 {
+        return None;
+    }
+    let (start, length) = column.byte_range();
+    let end = start.checked_add(length)?;
+    let mut locations = Vec::new();
+    let mut at = start;
+    let mut first_row = 0i64;
+    while at < end {
+        let mut probe = HEADER_PROBE.min(end - at);
+        let (header, header_length) = loop {
+            let bytes = reader.get_bytes(at..at + probe).await.ok()?;
+            match page_header(&bytes) {
+                Ok(read) => break read,
+                Err(Unread::Short) if probe < end - at => probe = (probe * 8).min(end - at),
+                Err(_) => return None,
+            }
+        };
+        let size = u64::try_from(header.compressed_size)
+            .ok()?
+            .checked_add(header_length as u64)?;
+        let page_rows = match header.kind {
+            DATA_PAGE => header.values?,
+            DATA_PAGE_V2 => header.rows?,
+            DICTIONARY_PAGE | INDEX_PAGE => {
+                at = at.checked_add(size)?;
+                continue;
+            }
+            _ => return None,
+        };
+        locations.push(PageLocation {
+            offset: i64::try_from(at).ok()?,
+            compressed_page_size: i32::try_from(size).ok()?,
+            first_row_index: first_row,
+        });
+        first_row = first_row.checked_add(i64::from(page_rows))?;
+        at = at.checked_add(size)?;
+    }
+    (at == end && first_row == rows).then_some(locations)
+}
+
+/// Page types (parquet.thrift's `PageType`).
+const DATA_PAGE: i32 = 0;
+const INDEX_PAGE: i32 = 1;
+const DICTIONARY_PAGE: i32 = 2;
+const DATA_PAGE_V2: i32 = 3;
+
+/// What a page header says of the page: its type, its size after the header, and its values
+/// (version 1: one per row where no value repeats) or rows (version 2).
+#[derive(Debug, Default, PartialEq, Eq)]
+struct PageHeader {
+    kind: i32,
+    compressed_size: i32,
+    values: Option<i32>,
+    rows: Option<i32>,
+}
+
+/// Why a header was not read.
+#[derive(Debug, PartialEq, Eq)]
+enum Unread {
+    /// The bytes ended inside it.
+    Short,
+    /// Not a page header.
+    Invalid,
+}
+
+type Read<T> = Result<T, Unread>;
+
+/// The page header at the start of `bytes` and its length in bytes.
+fn page_header(bytes: &[u8]) -> Read<(PageHeader, usize)> {
+    let mut input = Compact { bytes, at: 0 };
+    let mut header = PageHeader::default();
+    let mut last = 0;
+    while let Some((id, kind)) = input.field(&mut last)? {
+        match (id, kind) {
+            (1, I32) => header.kind = input.i32()?,
+            (3, I32) => header.compressed_size = input.i32()?,
+            // The data page header's first field is its values; version 2's third, its rows.
+            (5, STRUCT) => header.values = input.struct_i32s(&[1])?[0],
+            (8, STRUCT) => {
+                let [values, rows] = input.struct_i32s(&[1, 3])?[..] else {
+                    return Err(Unread::Invalid);
+                };
+                (header.values, header.rows) = (values, rows);
+            }
+            _ => input.skip(kind, 0)?,
+        }
+    }
+    Ok((header, input.at))
+}
+
+/// Thrift compact type codes.
+const BOOL_TRUE: u8 = 1;
+const BOOL_FALSE: u8 = 2;
+const BYTE: u8 = 3;
+const I16: u8 = 4;
+const I32: u8 = 5;
+const I64: u8 = 6;
+const DOUBLE: u8 = 7;
+const BINARY: u8 = 8;
+const LIST: u8 = 9;
+const SET: u8 = 10;
+const MAP: u8 = 11;
+const STRUCT: u8 = 12;
+
+/// Structs nested deeper than this are not a page header.
+const MAX_DEPTH: u8 = 16;
+
+/// A reader of Thrift's compact encoding.
+struct Compact<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl Compact<'_> {
+    fn byte(&mut self) -> Read<u8> {
+        let byte = *self.bytes.get(self.at).ok_or(Unread::Short)?;
+        self.at += 1;
+        Ok(byte)
+    }
+
+    fn skip_bytes(&mut self, count: u64) -> Read<()> {
+        let left = (self.bytes.len() - self.at) as u64;
+        if count > left {
+            return Err(Unread::Short);
+        }
+        self.at += count as usize;
+        Ok(())
+    }
+
+    fn varint(&mut self) -> Read<u64> {
+        let mut value = 0u64;
+        for shift in (0..64).step_by(7) {
+            let byte = self.byte()?;
+            value |= u64::from(byte & 0x7F) << shift;
+            if byte & 0x80 == 0 {
+                return Ok(value);
+            }
+        }
+        Err(Unread::Invalid)
+    }
+
+    fn i32(&mut self) -> Read<i32> {
+        let zigzag = self.varint()?;
+        let value = (zigzag >> 1) as i64 ^ -((zigzag & 1) as i64);
+        i32::try_from(value).map_err(|_| Unread::Invalid)
+    }
+
+    /// The next field's id and type, or `None` at the struct's end.
+    fn field(&mut self, last: &mut i16) -> Read<Option<(i16, u8)>> {
+        let byte = self.byte()?;
+        if byte == 0 {
+            return Ok(None);
+        }
+        let delta = i16::from(byte >> 4);
+        let id = if delta == 0 {
+            // A full id, as a zigzag varint.
+            i16::try_from(self.i32()?).map_err(|_| Unread::Invalid)?
+        } else {
+            last.checked_add(delta).ok_or(Unread::Invalid)?
+        };
+        *last = id;
+        Ok(Some((id, byte & 0x0F)))
+    }
+
+    /// A struct whose fields `ids`, where they are I32, are returned in that order; the rest
+    /// are skipped.
+    fn struct_i32s(&mut self, ids: &[i16]) -> Read<Vec<Option<i32>>> {
+        let mut values = vec![None; ids.len()];
+        let mut last = 0;
+        while let Some((id, kind)) = self.field(&mut last)? {
+            match ids.iter().position(|&wanted| wanted == id) {
+                Some(slot) if kind == I32 => values[slot] = Some(self.i32()?),
+                _ => self.skip(kind, 1)?,
+            }
+        }
+        Ok(values)
+    }
+
+    /// Skips a field's value of type `kind`.
+    fn skip(&mut self, kind: u8, depth: u8) -> Read<()> {
+        if depth > MAX_DEPTH {
+            return Err(Unread::Invalid);
+        }
+        match kind {
+            // A field's boolean is in its type.
+            BOOL_TRUE | BOOL_FALSE => Ok(()),
+            BYTE => self.skip_bytes(1),
+            I16 | I32 | I64 => self.varint().map(drop),
+            DOUBLE => self.skip_bytes(8),
+            BINARY => {
+                let length = self.varint()?;
+                self.skip_bytes(length)
+            }
+            LIST | SET => {
+                let head = self.byte()?;
+                let count = match head >> 4 {
+                    15 => self.varint()?,
+                    short => u64::from(short),
+                };
+                for _ in 0..count {
+                    self.skip_element(head & 0x0F, depth + 1)?;
+                }
+                Ok(())
+            }
+            MAP => {
+                let count = self.varint()?;
+                if count > 0 {
+                    let kinds = self.byte()?;
+                    for _ in 0..count {
+                        self.skip_element(kinds >> 4, depth + 1)?;
+                        self.skip_element(kinds & 0x0F, depth + 1)?;
+                    }
+                }
+                Ok(())
+            }
+            STRUCT => {
+                let mut last = 0;
+                while let Some((_, kind)) = self.field(&mut last)? {
+                    self.skip(kind, depth + 1)?;
+                }
+                Ok(())
+            }
+            _ => Err(Unread::Invalid),
+        }
+    }
+
+    /// Skips an element of a list, set or map: there a boolean takes a byte of its own.
+    fn skip_element(&mut self, kind: u8, depth: u8) -> Read<()> {
+        match kind {
+            BOOL_TRUE | BOOL_FALSE => self.skip_bytes(1),
+            _ => self.skip(kind, depth),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use datafusion::arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray};
+    use datafusion::arrow::compute::concat_batches;
+    use datafusion::parquet::arrow::ArrowWriter;
+    use datafusion::parquet::arrow::ParquetRecordBatchStreamBuilder;
+    use datafusion::parquet::arrow::arrow_reader::{RowSelection, RowSelector};
+    use datafusion::parquet::basic::Compression;
+    use datafusion::parquet::file::properties::{
+        EnabledStatistics, WriterProperties, WriterVersion,
+    };
+    use futures::TryStreamExt;
+
+    use super::*;
+
+    /// A Parquet file in memory that counts the bytes read from it.
+    struct InMemory {
+        file: Bytes,
+        read: Arc<AtomicU64>,
+    }
+
+    impl AsyncFileReader for InMemory {
+        fn get_bytes(&mut self, range: Range<u64>) -> BoxFuture<'_, ParquetResult<Bytes>> {
+            self.read
+                .fetch_add(range.end - range.start, Ordering::Relaxed);
+            let bytes = self.file.slice(range.start as usize..range.end as usize);
+            async move { Ok(bytes) }.boxed()
+        }
+
+        fn get_metadata<'a>(
+            &'a mut self,
+            _options: Option<&'a ArrowReaderOptions>,
+        ) -> BoxFuture<'a, ParquetResult<Arc<ParquetMetaData>>> {
+            let metadata = ParquetMetaDataReader::new().parse_and_finish(&self.file);
+            async move { Ok(Arc::new(metadata?)) }.boxed()
+        }
+    }
+
+    /// 6,000 rows in two row groups: numbers, repeated words (a dictionary page), texts with
+    /// nulls and long values (long page statistics), in pages of at most 97 rows.
+    fn file(version: WriterVersion, offset_index: bool) -> (Bytes, RecordBatch) {
+        let rows = 6000i64;
+        let words = ["apt", "dpkg", "debconf", "systemd"];
+        let columns: [(&str, ArrayRef); 3] = [
+            ("n", Arc::new(Int64Array::from_iter_values(0..rows))),
+            (
+                "word",
+                Arc::new(StringArray::from_iter_values(
+                    (0..rows).map(|n| words[n as usize % 4]),
+                )),
+            ),
+            (
+                "text",
+                Arc::new(StringArray::from_iter((0..rows).map(|n| {
+                    (n % 7 != 0).then(|| format!("{n} {}", "x".repeat((n % 300) as usize * 20)))
+                }))),
+            ),
+        ];
+        let batch = RecordBatch::try_from_iter(columns).unwrap();
+        let properties = WriterProperties::builder()
+            .set_writer_version(version)
+            .set_compression(Compression::SNAPPY)
+            .set_statistics_enabled(EnabledStatistics::Page)
+            .set_data_page_row_count_limit(97)
+            .set_write_batch_size(97)
+            .set_max_row_group_row_count(Some(3500))
+            .set_offset_index_disabled(!offset_index)
+            .build();
+        let mut file = Vec::new();
+        let mut writer = ArrowWriter::try_new(&mut file, batch.schema(), Some(properties)).unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+        (Bytes::from(file), batch)
+    }
+
+    fn reader(file: &Bytes) -> (InMemory, Arc<AtomicU64>) {
+        let read = Arc::new(AtomicU64::new(0));
+        let reader = InMemory {
+            file: file.clone(),
+            read: Arc::clone(&read),
+        };
+        (reader, read)
+    }
+
+    /// Oracle: the offset index the writer stored, against the one read from the same pages'
+    /// headers, for pages of both versions.
+    #[tokio::test]
+    async fn the_headers_give_the_writers_offset_index() {
+        for version in [WriterVersion::PARQUET_1_0, WriterVersion::PARQUET_2_0] {
+            let (file, _) = file(version, true);
+            let stored = ParquetMetaDataReader::new()
+                .with_page_index_policy(PageIndexPolicy::Required)
+                .parse_and_finish(&file)
+                .unwrap();
+            let stored_index = stored.offset_index().unwrap();
+            assert_eq!(stored_index.len(), 2, "two row groups");
+            let (mut reader, _) = reader(&file);
+            for (row_group, stored_columns) in stored.row_groups().iter().zip(stored_index) {
+                for (column, stored_column) in row_group.columns().iter().zip(stored_columns) {
+                    let read = column_page_locations(&mut reader, column, row_group.num_rows())
+                        .await
+                        .expect("every page header is read");
+                    assert!(read.len() > 10, "{} pages", read.len());
+                    assert_eq!(&read, stored_column.page_locations(), "{version:?}");
+                }
+            }
+        }
+    }
+
+    /// A file without an offset index, read in four row ranges through `PagedFiles`' reader:
+    /// the same rows as the whole file, and each range fetches far less than the whole file.
+    #[tokio::test]
+    async fn a_row_range_fetches_only_its_pages() {
+        let (file, batch) = file(WriterVersion::PARQUET_1_0, false);
+        let plain = ParquetMetaDataReader::new()
+            .parse_and_finish(&file)
+            .unwrap();
+        assert!(plain.offset_index().is_none());
+        let rows = batch.num_rows();
+        let ranges = [0..1500, 1500..3000, 3000..4500, 4500..rows];
+        let mut fetched = Vec::new();
+        for range in ranges {
+            let (inner, read) = reader(&file);
+            let mut paged = PagedReader {
+                inner: Box::new(inner),
+                found: Arc::default(),
+            };
+            let metadata = paged.get_metadata(None).await.unwrap();
+            assert!(metadata.offset_index().is_some(), "read from the headers");
+            read.store(0, Ordering::Relaxed);
+            let selection = RowSelection::from(vec![
+                RowSelector::skip(range.start),
+                RowSelector::select(range.len()),
+                RowSelector::skip(rows - range.end),
+            ]);
+            let stream = ParquetRecordBatchStreamBuilder::new(paged)
+                .await
+                .unwrap()
+                .with_row_selection(selection)
+                .build()
+                .unwrap();
+            let batches: Vec<RecordBatch> = stream.try_collect().await.unwrap();
+            let got = concat_batches(&batch.schema(), &batches).unwrap();
+            assert_eq!(got, batch.slice(range.start, range.len()), "rows {range:?}");
+            fetched.push(read.load(Ordering::Relaxed));
+        }
+        let whole = file.len() as u64;
+        assert!(
+            fetched.iter().all(|&bytes| bytes < whole / 2),
+            "bytes fetched per range {fetched:?} of {whole}"
+        );
+    }
+
+    #[test]
+    fn a_header_cut_short_asks_for_more_and_garbage_is_no_header() {
+        // type 0, uncompressed 10, compressed 10, data page header { num_values 5 }.
+        let header = [
+            0x15, 0x00, 0x15, 0x14, 0x15, 0x14, 0x2C, 0x15, 0x0A, 0x00, 0x00,
+        ];
+        let expected = PageHeader {
+            kind: DATA_PAGE,
+            compressed_size: 10,
+            values: Some(5),
+            rows: None,
+        };
+        assert_eq!(page_header(&header), Ok((expected, header.len())));
+        for cut in 0..header.len() {
+            assert_eq!(page_header(&header[..cut]), Err(Unread::Short), "{cut}");
+        }
+        assert_eq!(page_header(&[0x1D]), Err(Unread::Invalid), "type 13");
+        let mut endless = vec![0x15];
+        endless.extend([0xFF; 11]);
+        assert_eq!(
+            page_header(&endless),
+            Err(Unread::Invalid),
+            "a varint too long"
+        );
+    }
+}
