@@ -9,8 +9,9 @@
 //! header states the page's size and its rows, so walking the headers (a small read each,
 //! nothing decompressed) gives the file's offset index, which the reader then uses as if the
 //! writer had stored it. Many writers do not store one (pyarrow by default, and debian_docs'
-//! file); DataFusion does not load one that is stored unless a filter could prune pages, so the
-//! stored one is loaded here too.
+//! file). A stored one is loaded if the metadata came without it. Headers are read only from
+//! local files (`PagedFiles::read_headers`); a file on an object store without an offset index
+//! is read as before.
 //!
 //! The headers are Thrift's compact encoding. Parquet's own reader of them is private to the
 //! parquet crate; the few fields needed (type, size, values or rows) are read here, and the
@@ -44,18 +45,23 @@ use tokio::sync::OnceCell;
 const HEADER_PROBE: u64 = 4096;
 
 /// Readers of Parquet files, from `inner`, whose metadata holds page locations: the file's
-/// stored offset index, or else one read from its pages' headers. Each file's are found once
-/// and shared by every partition that reads it.
+/// stored offset index, or else (with `read_headers`) one read from its pages' headers. Each
+/// file's are found once and shared by every partition that reads it.
 pub struct PagedFiles {
     inner: Arc<dyn ParquetFileReaderFactory>,
+    /// Whether page headers are read where a file stores no offset index: a small read per
+    /// page, one after the other. Cheap from a local disk; from an object store each is a
+    /// request, and a file of a thousand pages would wait on a thousand of them.
+    read_headers: bool,
     /// Each file's metadata with its page locations, by path, size and modification time.
     found: Mutex<HashMap<String, Arc<OnceCell<Arc<ParquetMetaData>>>>>,
 }
 
 impl PagedFiles {
-    pub fn new(inner: Arc<dyn ParquetFileReaderFactory>) -> Self {
+    pub fn new(inner: Arc<dyn ParquetFileReaderFactory>, read_headers: bool) -> Self {
         Self {
             inner,
+            read_headers,
             found: Mutex::default(),
         }
     }
@@ -89,13 +95,18 @@ impl ParquetFileReaderFactory for PagedFiles {
         let inner = self
             .inner
             .create_reader(partition_index, file, metadata_size_hint, metrics)?;
-        Ok(Box::new(PagedReader { inner, found }))
+        Ok(Box::new(PagedReader {
+            inner,
+            read_headers: self.read_headers,
+            found,
+        }))
     }
 }
 
 /// A file's reader whose metadata has page locations where they could be found.
 struct PagedReader {
     inner: Box<dyn AsyncFileReader + Send>,
+    read_headers: bool,
     found: Arc<OnceCell<Arc<ParquetMetaData>>>,
 }
 
@@ -117,11 +128,11 @@ impl AsyncFileReader for PagedReader {
     ) -> BoxFuture<'a, ParquetResult<Arc<ParquetMetaData>>> {
         async move {
             let found = Arc::clone(&self.found);
-            let inner = &mut self.inner;
+            let (inner, read_headers) = (&mut self.inner, self.read_headers);
             let metadata = found
                 .get_or_try_init(|| async move {
                     let metadata = inner.get_metadata(options).await?;
-                    with_page_locations(metadata, inner.as_mut()).await
+                    with_page_locations(metadata, inner.as_mut(), read_headers).await
                 })
                 .await?;
             Ok(Arc::clone(metadata))
@@ -130,11 +141,12 @@ impl AsyncFileReader for PagedReader {
     }
 }
 
-/// `metadata` with an offset index: the file's own if it has one, else one read from the
-/// pages' headers, else none (`metadata` as it is).
+/// `metadata` with an offset index: the file's own if it has one, else (with `read_headers`)
+/// one read from the pages' headers, else none (`metadata` as it is).
 async fn with_page_locations(
     metadata: Arc<ParquetMetaData>,
     reader: &mut (dyn AsyncFileReader + Send),
+    read_headers: bool,
 ) -> ParquetResult<Arc<ParquetMetaData>> {
     if metadata
         .offset_index()
@@ -153,6 +165,9 @@ async fn with_page_locations(
             .with_offset_index_policy(PageIndexPolicy::Optional);
         loading.load_page_index(Fetch(reader)).await?;
         return Ok(Arc::new(loading.finish()?));
+    }
+    if !read_headers {
+        return Ok(metadata);
     }
     let mut index: ParquetOffsetIndex = Vec::with_capacity(metadata.num_row_groups());
     for row_group in metadata.row_groups() {
@@ -555,6 +570,7 @@ mod tests {
             let (inner, read) = reader(&file);
             let mut paged = PagedReader {
                 inner: Box::new(inner),
+                read_headers: true,
                 found: Arc::default(),
             };
             let metadata = paged.get_metadata(None).await.unwrap();

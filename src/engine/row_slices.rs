@@ -56,9 +56,10 @@ pub fn sliced(
             runtime.cache_manager.get_file_metadata_cache(),
         )),
     };
+    let local = scan.object_store_url.as_str().starts_with("file:");
     let paged = parquet
         .clone()
-        .with_parquet_file_reader_factory(Arc::new(PagedFiles::new(inner)));
+        .with_parquet_file_reader_factory(Arc::new(PagedFiles::new(inner, local)));
     let scan = FileScanConfigBuilder::from(scan)
         .with_source(Arc::new(paged))
         .build();
