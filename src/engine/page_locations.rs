@@ -27,9 +27,10 @@ use bytes::Bytes;
 use datafusion::common::HashMap;
 use datafusion::datasource::listing::PartitionedFile;
 use datafusion::datasource::physical_plan::ParquetFileReaderFactory;
+use datafusion::datasource::physical_plan::parquet::ParquetRowSelection;
 use datafusion::parquet::arrow::arrow_reader::ArrowReaderOptions;
 use datafusion::parquet::arrow::async_reader::{AsyncFileReader, MetadataFetch};
-use datafusion::parquet::errors::Result as ParquetResult;
+use datafusion::parquet::errors::{ParquetError, Result as ParquetResult};
 use datafusion::parquet::file::metadata::{
     ColumnChunkMetaData, PageIndexPolicy, ParquetMetaData, ParquetMetaDataReader,
     ParquetOffsetIndex,
@@ -83,8 +84,15 @@ impl ParquetFileReaderFactory for PagedFiles {
         metadata_size_hint: Option<usize>,
         metrics: &ExecutionPlanMetricsSet,
     ) -> datafusion::error::Result<Box<dyn AsyncFileReader + Send>> {
+        // A file read whole (no row range of it) needs no page locations.
+        if file.extensions.get::<ParquetRowSelection>().is_none() {
+            return self
+                .inner
+                .create_reader(partition_index, file, metadata_size_hint, metrics);
+        }
         let meta = &file.object_meta;
-        let key = format!("{} {} {}", meta.location, meta.size, meta.last_modified);
+        let path = meta.location.to_string();
+        let key = format!("{path} {} {}", meta.size, meta.last_modified);
         let found = {
             let mut found = self
                 .found
@@ -97,6 +105,7 @@ impl ParquetFileReaderFactory for PagedFiles {
             .create_reader(partition_index, file, metadata_size_hint, metrics)?;
         Ok(Box::new(PagedReader {
             inner,
+            path,
             read_headers: self.read_headers,
             found,
         }))
@@ -106,6 +115,8 @@ impl ParquetFileReaderFactory for PagedFiles {
 /// A file's reader whose metadata has page locations where they could be found.
 struct PagedReader {
     inner: Box<dyn AsyncFileReader + Send>,
+    /// The file's path, for the debug log.
+    path: String,
     read_headers: bool,
     found: Arc<OnceCell<Arc<ParquetMetaData>>>,
 }
@@ -128,11 +139,13 @@ impl AsyncFileReader for PagedReader {
     ) -> BoxFuture<'a, ParquetResult<Arc<ParquetMetaData>>> {
         async move {
             let found = Arc::clone(&self.found);
-            let (inner, read_headers) = (&mut self.inner, self.read_headers);
+            let (inner, path, read_headers) = (&mut self.inner, &self.path, self.read_headers);
             let metadata = found
                 .get_or_try_init(|| async move {
                     let metadata = inner.get_metadata(options).await?;
-                    with_page_locations(metadata, inner.as_mut(), read_headers).await
+                    Ok::<_, ParquetError>(
+                        with_page_locations(metadata, inner.as_mut(), path, read_headers).await,
+                    )
                 })
                 .await?;
             Ok(Arc::clone(metadata))
@@ -142,17 +155,16 @@ impl AsyncFileReader for PagedReader {
 }
 
 /// `metadata` with an offset index: the file's own if it has one, else (with `read_headers`)
-/// one read from the pages' headers, else none (`metadata` as it is).
+/// one read from the pages' headers, else none (`metadata` as it is: the file is read as
+/// before, so nothing here fails a query).
 async fn with_page_locations(
     metadata: Arc<ParquetMetaData>,
     reader: &mut (dyn AsyncFileReader + Send),
+    path: &str,
     read_headers: bool,
-) -> ParquetResult<Arc<ParquetMetaData>> {
-    if metadata
-        .offset_index()
-        .is_some_and(|index| !index.is_empty())
-    {
-        return Ok(metadata);
+) -> Arc<ParquetMetaData> {
+    if has_offset_index(&metadata) {
+        return metadata;
     }
     let stored = metadata.row_groups().iter().any(|row_group| {
         row_group
@@ -163,22 +175,33 @@ async fn with_page_locations(
     if stored {
         let mut loading = ParquetMetaDataReader::new_with_metadata((*metadata).clone())
             .with_offset_index_policy(PageIndexPolicy::Optional);
-        loading.load_page_index(Fetch(reader)).await?;
-        return Ok(Arc::new(loading.finish()?));
+        let loaded = match loading.load_page_index(Fetch(reader)).await {
+            Ok(()) => loading.finish(),
+            Err(e) => Err(e),
+        };
+        match loaded {
+            Ok(loaded) if has_offset_index(&loaded) => return Arc::new(loaded),
+            Ok(_) => log::debug!("{path}: its offset index is incomplete"),
+            Err(e) => log::debug!("{path}: its offset index did not load: {e}"),
+        }
     }
     if !read_headers {
-        return Ok(metadata);
+        return metadata;
     }
     let mut index: ParquetOffsetIndex = Vec::with_capacity(metadata.num_row_groups());
-    for row_group in metadata.row_groups() {
+    for (at, row_group) in metadata.row_groups().iter().enumerate() {
         let mut columns = Vec::with_capacity(row_group.num_columns());
         for column in row_group.columns() {
             match column_page_locations(reader, column, row_group.num_rows()).await {
-                Some(page_locations) => columns.push(OffsetIndexMetaData {
+                Ok(page_locations) => columns.push(OffsetIndexMetaData {
                     page_locations,
                     unencoded_byte_array_data_bytes: None,
                 }),
-                None => return Ok(metadata),
+                Err(why) => {
+                    let name = column.column_path();
+                    log::debug!("{path}: no page locations (row group {at}, column {name}): {why}");
+                    return metadata;
+                }
             }
         }
         index.push(columns);
@@ -188,7 +211,18 @@ async fn with_page_locations(
         .into_builder()
         .set_offset_index(Some(index))
         .build();
-    Ok(Arc::new(with_index))
+    Arc::new(with_index)
+}
+
+/// Whether `metadata` has an offset index for every column of every row group.
+fn has_offset_index(metadata: &ParquetMetaData) -> bool {
+    metadata.offset_index().is_some_and(|index| {
+        index.len() == metadata.num_row_groups()
+            && index
+                .iter()
+                .zip(metadata.row_groups())
+                .all(|(columns, row_group)| columns.len() == row_group.num_columns())
+    })
 }
 
 /// A reader as parquet's metadata reader takes one.
@@ -200,52 +234,87 @@ impl MetadataFetch for Fetch<'_> {
     }
 }
 
-/// The locations of a column chunk's data pages, from their headers; `None` where they cannot
-/// be known (see the module's notes).
+/// The locations of a column chunk's data pages, from their headers, or why they cannot be
+/// known. The headers are read from windows of the chunk (`HEADER_PROBE` bytes, or more for a
+/// long header), so that small pages take one read for many. The walk stops at the first page
+/// that does not fit a well-formed chunk: a dictionary page after the first page (a reader
+/// reads it and changes dictionaries; by the locations it would be passed over), more rows
+/// than the row group has, a page beyond the chunk.
 async fn column_page_locations(
     reader: &mut (dyn AsyncFileReader + Send),
     column: &ColumnChunkMetaData,
     rows: i64,
-) -> Option<Vec<PageLocation>> {
+) -> Result<Vec<PageLocation>, &'static str> {
     if column.column_descr().max_rep_level() > 0 {
-        return None;
+        return Err("its values repeat");
     }
-    let (start, length) = column.byte_range();
-    let end = start.checked_add(length)?;
+    // As `ColumnChunkMetaData::byte_range`, which asserts what a damaged footer may break.
+    let start = column
+        .dictionary_page_offset()
+        .unwrap_or(column.data_page_offset());
+    let start = u64::try_from(start).map_err(|_| "a negative offset")?;
+    let length = u64::try_from(column.compressed_size()).map_err(|_| "a negative size")?;
+    let end = start.checked_add(length).ok_or("a chunk past the end")?;
     let mut locations = Vec::new();
+    let mut window = Bytes::new();
+    let mut window_start = start;
     let mut at = start;
     let mut first_row = 0i64;
+    let mut pages = 0usize;
     while at < end {
-        let mut probe = HEADER_PROBE.min(end - at);
         let (header, header_length) = loop {
-            let bytes = reader.get_bytes(at..at + probe).await.ok()?;
-            match page_header(&bytes) {
+            let offset = usize::try_from(at - window_start).unwrap_or(usize::MAX);
+            let held = window.get(offset..).unwrap_or_default();
+            match page_header(held) {
                 Ok(read) => break read,
-                Err(Unread::Short) if probe < end - at => probe = (probe * 8).min(end - at),
-                Err(_) => return None,
+                Err(Unread::Short) if (held.len() as u64) < end - at => {
+                    let wanted = (held.len() as u64 * 8).max(HEADER_PROBE).min(end - at);
+                    window = reader
+                        .get_bytes(at..at + wanted)
+                        .await
+                        .map_err(|_| "a page header did not read")?;
+                    window_start = at;
+                }
+                Err(_) => return Err("a page header is not one"),
             }
         };
         let size = u64::try_from(header.compressed_size)
-            .ok()?
-            .checked_add(header_length as u64)?;
+            .ok()
+            .and_then(|size| size.checked_add(header_length as u64))
+            .filter(|&size| size <= end - at)
+            .ok_or("a page past the chunk's end")?;
+        pages += 1;
+        // A dictionary, then at least a row a page (an empty row group may have one empty
+        // page): more pages than that is no chunk a writer made, and could be very many.
+        if pages as u64 > u64::try_from(rows).unwrap_or(0) + 2 {
+            return Err("more pages than rows");
+        }
         let page_rows = match header.kind {
-            DATA_PAGE => header.values?,
-            DATA_PAGE_V2 => header.rows?,
-            DICTIONARY_PAGE | INDEX_PAGE => {
-                at = at.checked_add(size)?;
-                continue;
-            }
-            _ => return None,
+            DATA_PAGE => header.values,
+            DATA_PAGE_V2 => header.rows,
+            DICTIONARY_PAGE if pages == 1 => None,
+            DICTIONARY_PAGE => return Err("a dictionary page after the first page"),
+            INDEX_PAGE => None,
+            _ => return Err("a page of unknown type"),
         };
-        locations.push(PageLocation {
-            offset: i64::try_from(at).ok()?,
-            compressed_page_size: i32::try_from(size).ok()?,
-            first_row_index: first_row,
-        });
-        first_row = first_row.checked_add(i64::from(page_rows))?;
-        at = at.checked_add(size)?;
+        if matches!(header.kind, DATA_PAGE | DATA_PAGE_V2) {
+            let page_rows = page_rows.ok_or("a data page without its rows")?;
+            locations.push(PageLocation {
+                offset: i64::try_from(at).map_err(|_| "an offset past 2^63")?,
+                compressed_page_size: i32::try_from(size).map_err(|_| "a page over 2 GiB")?,
+                first_row_index: first_row,
+            });
+            first_row = first_row
+                .checked_add(i64::from(page_rows))
+                .filter(|&next| next <= rows)
+                .ok_or("more rows than the row group's")?;
+        }
+        at += size;
     }
-    (at == end && first_row == rows).then_some(locations)
+    if first_row != rows {
+        return Err("fewer rows than the row group's");
+    }
+    Ok(locations)
 }
 
 /// Page types (parquet.thrift's `PageType`).
@@ -484,7 +553,9 @@ mod tests {
     }
 
     /// 6,000 rows in two row groups: numbers, repeated words (a dictionary page), texts with
-    /// nulls and long values (long page statistics), in pages of at most 97 rows.
+    /// nulls and long values, in pages of at most 97 rows. With `offset_index`, the pages'
+    /// headers hold their statistics untruncated, some longer than `HEADER_PROBE`; without, the
+    /// file has no page index at all.
     fn file(version: WriterVersion, offset_index: bool) -> (Bytes, RecordBatch) {
         let rows = 6000i64;
         let words = ["apt", "dpkg", "debconf", "systemd"];
@@ -504,10 +575,17 @@ mod tests {
             ),
         ];
         let batch = RecordBatch::try_from_iter(columns).unwrap();
+        let statistics = match offset_index {
+            true => EnabledStatistics::Page,
+            // Page statistics would write an offset index whatever it is told.
+            false => EnabledStatistics::Chunk,
+        };
         let properties = WriterProperties::builder()
             .set_writer_version(version)
-            .set_compression(Compression::SNAPPY)
-            .set_statistics_enabled(EnabledStatistics::Page)
+            .set_compression(Compression::UNCOMPRESSED)
+            .set_statistics_enabled(statistics)
+            .set_write_page_header_statistics(offset_index)
+            .set_statistics_truncate_length(None)
             .set_data_page_row_count_limit(97)
             .set_write_batch_size(97)
             .set_max_row_group_row_count(Some(3500))
@@ -541,6 +619,16 @@ mod tests {
                 .unwrap();
             let stored_index = stored.offset_index().unwrap();
             assert_eq!(stored_index.len(), 2, "two row groups");
+            let longest_header = stored_index
+                .iter()
+                .flatten()
+                .flat_map(|column| column.page_locations())
+                .map(|page| page_header(&file[page.offset as usize..]).unwrap().1)
+                .max();
+            assert!(
+                longest_header > Some(HEADER_PROBE as usize),
+                "{longest_header:?}"
+            );
             let (mut reader, _) = reader(&file);
             for (row_group, stored_columns) in stored.row_groups().iter().zip(stored_index) {
                 for (column, stored_column) in row_group.columns().iter().zip(stored_columns) {
@@ -562,7 +650,12 @@ mod tests {
         let plain = ParquetMetaDataReader::new()
             .parse_and_finish(&file)
             .unwrap();
-        assert!(plain.offset_index().is_none());
+        let columns = plain.row_groups().iter().flat_map(|group| group.columns());
+        assert!(
+            columns.clone().all(|c| c.offset_index_offset().is_none()),
+            "no index stored"
+        );
+        assert_eq!(columns.count(), 6);
         let rows = batch.num_rows();
         let ranges = [0..1500, 1500..3000, 3000..4500, 4500..rows];
         let mut fetched = Vec::new();
@@ -570,6 +663,7 @@ mod tests {
             let (inner, read) = reader(&file);
             let mut paged = PagedReader {
                 inner: Box::new(inner),
+                path: "memory".into(),
                 read_headers: true,
                 found: Arc::default(),
             };
@@ -597,6 +691,35 @@ mod tests {
             fetched.iter().all(|&bytes| bytes < whole / 2),
             "bytes fetched per range {fetched:?} of {whole}"
         );
+    }
+
+    /// Without reading headers (an object store), or at a damaged header, the metadata stays
+    /// as it was and the file is read as before.
+    #[tokio::test]
+    async fn what_cannot_be_read_leaves_the_file_as_it_was() {
+        let (file, _) = file(WriterVersion::PARQUET_1_0, false);
+        let metadata = Arc::new(
+            ParquetMetaDataReader::new()
+                .parse_and_finish(&file)
+                .unwrap(),
+        );
+        let (mut inner, read) = reader(&file);
+        let kept = with_page_locations(Arc::clone(&metadata), &mut inner, "memory", false).await;
+        assert!(kept.offset_index().is_none());
+        assert_eq!(read.load(Ordering::Relaxed), 0, "nothing read");
+        // The first header of the second row group's texts, its first byte an unknown type.
+        let text = metadata.row_group(1).column(2);
+        let at = text
+            .dictionary_page_offset()
+            .unwrap_or(text.data_page_offset());
+        let mut damaged = file.to_vec();
+        damaged[at as usize] = 0x1D;
+        let (mut inner, _) = reader(&Bytes::from(damaged));
+        let kept = with_page_locations(Arc::clone(&metadata), &mut inner, "memory", true).await;
+        assert!(kept.offset_index().is_none());
+        let (mut inner, _) = reader(&file);
+        let found = with_page_locations(metadata, &mut inner, "memory", true).await;
+        assert!(has_offset_index(&found), "the undamaged file's are found");
     }
 
     #[test]

@@ -10,10 +10,11 @@
 //! whole file.
 //!
 //! Each partition reads its files through `PagedFiles` (`crate::engine::page_locations`), whose
-//! metadata says where each page starts, so that a partition fetches and decodes only the pages
-//! of its own rows (and the column's dictionary) rather than the whole column chunks of a row
-//! group it shares with others. Only the signature stage asks for it (`crate::engine::on_demand`),
-//! where decoding on one core limited the stage.
+//! metadata says where each page starts where it can be known (the file stores an offset
+//! index, or it is local and its columns do not repeat), so that a partition fetches and
+//! decodes only the pages of its own rows (and the column's dictionary) rather than the whole
+//! column chunks of a row group it shares with others. Only the signature stage asks for it
+//! (`crate::engine::on_demand`), where decoding on one core limited the stage.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -24,7 +25,7 @@ use datafusion::datasource::physical_plan::parquet::{
     CachedParquetFileReaderFactory, ParquetAccessPlan, ParquetRowSelection,
 };
 use datafusion::datasource::physical_plan::{
-    FileGroup, FileScanConfig, FileScanConfigBuilder, ParquetSource,
+    FileGroup, FileScanConfig, FileScanConfigBuilder, ParquetFileReaderFactory, ParquetSource,
 };
 use datafusion::datasource::source::DataSourceExec;
 use datafusion::execution::runtime_env::RuntimeEnv;
@@ -48,13 +49,17 @@ pub fn sliced(
         .downcast_ref::<DataSourceExec>()?
         .downcast_to_file_source::<ParquetSource>()?;
     let scan = sliced_scan(scan, slices)?;
-    // The reader DataFusion would give the scan (or the one it was given), under page locations.
-    let inner = match parquet.parquet_file_reader_factory() {
+    // The reader DataFusion would give the scan (or the one it was given), under page
+    // locations; without a store to read from, the scan finds out itself when it runs.
+    let inner: Arc<dyn ParquetFileReaderFactory> = match parquet.parquet_file_reader_factory() {
         Some(factory) => Arc::clone(factory),
-        None => Arc::new(CachedParquetFileReaderFactory::new(
-            runtime.object_store(&scan.object_store_url).ok()?,
-            runtime.cache_manager.get_file_metadata_cache(),
-        )),
+        None => match runtime.object_store(&scan.object_store_url) {
+            Ok(store) => Arc::new(CachedParquetFileReaderFactory::new(
+                store,
+                runtime.cache_manager.get_file_metadata_cache(),
+            )),
+            Err(_) => return Some(DataSourceExec::from_data_source(scan) as _),
+        },
     };
     let local = scan.object_store_url.as_str().starts_with("file:");
     let paged = parquet
@@ -176,6 +181,7 @@ pub(crate) mod tests {
     use datafusion::arrow::datatypes::Int64Type;
     use datafusion::arrow::record_batch::RecordBatch;
     use datafusion::parquet::arrow::ArrowWriter;
+    use datafusion::parquet::file::properties::{EnabledStatistics, WriterProperties};
     use datafusion::physical_plan::{ExecutionPlanProperties, collect_partitioned};
     use datafusion::prelude::{ParquetReadOptions, SessionContext};
 
@@ -213,7 +219,9 @@ pub(crate) mod tests {
         }
     }
 
-    /// A file of one row group of `rows` rows whose only column is its row number.
+    /// A file of one row group of `rows` rows whose only column is its row number, in pages of
+    /// 500 rows and without a page index (as pyarrow writes by default): a row range finds its
+    /// pages from their headers.
     pub(crate) fn one_row_group_file(path: &std::path::Path, rows: i64) {
         let batch = RecordBatch::try_from_iter([(
             "n",
@@ -221,7 +229,13 @@ pub(crate) mod tests {
         )])
         .unwrap();
         let file = std::fs::File::create(path).unwrap();
-        let mut writer = ArrowWriter::try_new(file, batch.schema(), None).unwrap();
+        let properties = WriterProperties::builder()
+            .set_statistics_enabled(EnabledStatistics::Chunk)
+            .set_offset_index_disabled(true)
+            .set_data_page_row_count_limit(500)
+            .set_write_batch_size(500)
+            .build();
+        let mut writer = ArrowWriter::try_new(file, batch.schema(), Some(properties)).unwrap();
         writer.write(&batch).unwrap();
         assert_eq!(writer.close().unwrap().row_groups().len(), 1);
     }

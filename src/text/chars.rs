@@ -130,8 +130,8 @@ pub fn script_ngram_hashes(letters: &str, hashes: &mut Vec<u64>) {
 /// The end of the run of Han characters at `start`, and how many characters it has. A
 /// character of three bytes (the Basic Multilingual Plane, where nearly all Han text is) is
 /// told from its first two bytes without decoding it (`is_three_byte_han`); the others are
-/// decoded. Decoding each character and testing all of `is_han`'s blocks was a third of the
-/// time spent cutting Chinese pages into n-grams.
+/// decoded. Decoding each character and testing all of `is_han`'s blocks was the hottest loop
+/// of cutting Chinese pages into n-grams (about 4% of the signature stage on zh200k).
 fn han_run(letters: &str, start: usize) -> (usize, usize) {
     let bytes = letters.as_bytes();
     let (mut at, mut chars) = (start, 0);
