@@ -27,7 +27,9 @@ pub fn strip_markup(html: &str) -> Cow<'_, str> {
     }
     let mut text = String::with_capacity(html.len());
     let mut rest = html;
-    while let Some(open) = rest.find('<') {
+    // By byte with the memchr crate's vector search: `str::find` by character was 1.7% of the
+    // signature stage on Chinese pages. '<' is ASCII, so the byte found starts a character.
+    while let Some(open) = memchr::memchr(b'<', rest.as_bytes()) {
         text.push_str(&rest[..open]);
         let after = &rest[open..];
         match skip_markup(after) {
