@@ -42,7 +42,8 @@ use futures::future::BoxFuture;
 use tokio::sync::OnceCell;
 
 /// Bytes read for a page header at first: a header without statistics takes a few dozen; one
-/// with a text column's minimum and maximum, a few KiB. A longer one is read again whole.
+/// with a text column's minimum and maximum, a few KiB. A longer one is read again from its
+/// start in a window eight times as large.
 const HEADER_PROBE: u64 = 4096;
 
 /// Readers of Parquet files, from `inner`, whose metadata holds page locations: the file's
@@ -175,11 +176,8 @@ async fn with_page_locations(
     if stored {
         let mut loading = ParquetMetaDataReader::new_with_metadata((*metadata).clone())
             .with_offset_index_policy(PageIndexPolicy::Optional);
-        let loaded = match loading.load_page_index(Fetch(reader)).await {
-            Ok(()) => loading.finish(),
-            Err(e) => Err(e),
-        };
-        match loaded {
+        let loaded = loading.load_page_index(Fetch(reader)).await;
+        match loaded.and_then(|()| loading.finish()) {
             Ok(loaded) if has_offset_index(&loaded) => return Arc::new(loaded),
             Ok(_) => log::debug!("{path}: its offset index is incomplete"),
             Err(e) => log::debug!("{path}: its offset index did not load: {e}"),
@@ -289,26 +287,27 @@ async fn column_page_locations(
         if pages as u64 > u64::try_from(rows).unwrap_or(0) + 2 {
             return Err("more pages than rows");
         }
-        let page_rows = match header.kind {
-            DATA_PAGE => header.values,
-            DATA_PAGE_V2 => header.rows,
-            DICTIONARY_PAGE if pages == 1 => None,
-            DICTIONARY_PAGE => return Err("a dictionary page after the first page"),
-            INDEX_PAGE => None,
+        let page_rows = match (header.kind, pages) {
+            (DATA_PAGE, _) => header.values,
+            (DATA_PAGE_V2, _) => header.rows,
+            // Not in the offset index, which lists the data pages.
+            (DICTIONARY_PAGE, 1) | (INDEX_PAGE, _) => {
+                at += size;
+                continue;
+            }
+            (DICTIONARY_PAGE, _) => return Err("a dictionary page after the first page"),
             _ => return Err("a page of unknown type"),
-        };
-        if matches!(header.kind, DATA_PAGE | DATA_PAGE_V2) {
-            let page_rows = page_rows.ok_or("a data page without its rows")?;
-            locations.push(PageLocation {
-                offset: i64::try_from(at).map_err(|_| "an offset past 2^63")?,
-                compressed_page_size: i32::try_from(size).map_err(|_| "a page over 2 GiB")?,
-                first_row_index: first_row,
-            });
-            first_row = first_row
-                .checked_add(i64::from(page_rows))
-                .filter(|&next| next <= rows)
-                .ok_or("more rows than the row group's")?;
         }
+        .ok_or("a data page without its rows")?;
+        locations.push(PageLocation {
+            offset: i64::try_from(at).map_err(|_| "an offset past 2^63")?,
+            compressed_page_size: i32::try_from(size).map_err(|_| "a page over 2 GiB")?,
+            first_row_index: first_row,
+        });
+        first_row = first_row
+            .checked_add(i64::from(page_rows))
+            .filter(|&next| next <= rows)
+            .ok_or("more rows than the row group's")?;
         at += size;
     }
     if first_row != rows {
@@ -354,13 +353,8 @@ fn page_header(bytes: &[u8]) -> Read<(PageHeader, usize)> {
             (1, I32) => header.kind = input.i32()?,
             (3, I32) => header.compressed_size = input.i32()?,
             // The data page header's first field is its values; version 2's third, its rows.
-            (5, STRUCT) => header.values = input.struct_i32s(&[1])?[0],
-            (8, STRUCT) => {
-                let [values, rows] = input.struct_i32s(&[1, 3])?[..] else {
-                    return Err(Unread::Invalid);
-                };
-                (header.values, header.rows) = (values, rows);
-            }
+            (5, STRUCT) => [header.values] = input.struct_i32s([1])?,
+            (8, STRUCT) => [header.values, header.rows] = input.struct_i32s([1, 3])?,
             _ => input.skip(kind, 0)?,
         }
     }
@@ -443,8 +437,8 @@ impl Compact<'_> {
 
     /// A struct whose fields `ids`, where they are I32, are returned in that order; the rest
     /// are skipped.
-    fn struct_i32s(&mut self, ids: &[i16]) -> Read<Vec<Option<i32>>> {
-        let mut values = vec![None; ids.len()];
+    fn struct_i32s<const N: usize>(&mut self, ids: [i16; N]) -> Read<[Option<i32>; N]> {
+        let mut values = [None; N];
         let mut last = 0;
         while let Some((id, kind)) = self.field(&mut last)? {
             match ids.iter().position(|&wanted| wanted == id) {
