@@ -15,6 +15,7 @@ use futures::StreamExt;
 use crate::engine::ballista::{self, Cluster};
 use crate::engine::cluster_access::{ClusterAccess, TlsFiles};
 use crate::engine::on_demand::{DealOnDemand, OnDemand};
+use crate::engine::row_slices::{CutEveryScan, CutScans};
 use crate::engine::work_folder::WorkFolder;
 use crate::error::{QueryContext, Result};
 use crate::udf;
@@ -130,14 +131,17 @@ fn session_context_from(mut config: SessionConfig, console: &Console) -> Result<
     let runtime = runtime
         .build_arc()
         .context(|| "setting up the session".into())?;
-    // The signature stage deals batches out on demand (`OnDemand`), once DataFusion's rules
-    // have placed their repartitions.
+    // The signature stage deals batches out on demand (`OnDemand`), and the deduplicated
+    // corpus reads its scans in row ranges (`CutEveryScan`), once DataFusion's rules have
+    // placed their repartitions.
     options.extensions.insert(OnDemand::default());
+    options.extensions.insert(CutEveryScan::default());
     if let Some(folder) = spill_folder {
         config = config.with_extension(folder);
     }
     let mut rules = PhysicalOptimizer::new().rules;
     rules.push(Arc::new(DealOnDemand::new(Arc::clone(&runtime))));
+    rules.push(Arc::new(CutScans::new(Arc::clone(&runtime))));
     let state = SessionStateBuilder::new()
         .with_config(config)
         .with_runtime_env(runtime)
