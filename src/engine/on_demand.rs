@@ -387,6 +387,7 @@ impl ExecutionPlan for OnDemandExec {
 mod tests {
     use super::*;
 
+    use crate::engine::row_slices::tests::sorted_first_column;
     use datafusion::arrow::array::{AsArray, Int64Array};
     use datafusion::arrow::datatypes::{DataType, Field, Int64Type, Schema};
     use datafusion::arrow::record_batch::RecordBatch;
@@ -426,18 +427,7 @@ mod tests {
                     .await
                     .unwrap();
                 assert_eq!(partitions.len(), outputs);
-                let mut rows: Vec<i64> = partitions
-                    .iter()
-                    .flatten()
-                    .flat_map(|batch| {
-                        batch
-                            .column(0)
-                            .as_primitive::<Int64Type>()
-                            .values()
-                            .to_vec()
-                    })
-                    .collect();
-                rows.sort_unstable();
+                let rows = sorted_first_column(&partitions);
                 let expected: Vec<i64> = (0..(inputs * 7 * 10) as i64).collect();
                 assert_eq!(rows, expected, "{inputs} inputs, {outputs} outputs");
             }

@@ -390,6 +390,24 @@ pub(crate) mod tests {
         assert_eq!(writer.close().unwrap().row_groups().len(), 1);
     }
 
+    /// The values of the first column (64-bit integers) of every batch of every partition,
+    /// sorted: which rows a plan read, whatever partition read them.
+    pub(crate) fn sorted_first_column(partitions: &[Vec<RecordBatch>]) -> Vec<i64> {
+        let mut values: Vec<i64> = partitions
+            .iter()
+            .flatten()
+            .flat_map(|batch| {
+                batch
+                    .column(0)
+                    .as_primitive::<Int64Type>()
+                    .values()
+                    .to_vec()
+            })
+            .collect();
+        values.sort_unstable();
+        values
+    }
+
     /// A file of one row group cut into 4 partitions: each reads a contiguous range of its
     /// rows, and `file_row_index()` is each row's place in the file.
     #[tokio::test]
@@ -537,20 +555,8 @@ pub(crate) mod tests {
                 assert_eq!(read.bytes, !cut, "byte ranges only uncut: {files:?}");
                 assert_eq!(read.rows, cut, "row ranges only cut: {files:?}");
             }
-            let mut seen: Vec<i64> = collect_partitioned(plan, ctx.task_ctx())
-                .await
-                .unwrap()
-                .iter()
-                .flatten()
-                .flat_map(|batch| {
-                    batch
-                        .column(0)
-                        .as_primitive::<Int64Type>()
-                        .values()
-                        .to_vec()
-                })
-                .collect();
-            seen.sort_unstable();
+            let partitions = collect_partitioned(plan, ctx.task_ctx()).await.unwrap();
+            let seen = sorted_first_column(&partitions);
             assert_eq!(seen, (0..rows).collect::<Vec<_>>(), "cut: {cut}");
         }
     }
