@@ -387,7 +387,7 @@ impl ExecutionPlan for OnDemandExec {
 mod tests {
     use super::*;
 
-    use crate::engine::row_slices::tests::sorted_first_column;
+    use crate::engine::row_slices::tests::{session_with_rule, sorted_first_column};
     use datafusion::arrow::array::{AsArray, Int64Array};
     use datafusion::arrow::datatypes::{DataType, Field, Int64Type, Schema};
     use datafusion::arrow::record_batch::RecordBatch;
@@ -558,8 +558,6 @@ mod tests {
     /// option says when fewer), and every row comes out once.
     #[tokio::test]
     async fn a_one_row_group_file_is_dealt_on_demand_over_row_ranges() {
-        use datafusion::execution::SessionStateBuilder;
-        use datafusion::physical_optimizer::optimizer::PhysicalOptimizer;
         use datafusion::prelude::{ParquetReadOptions, SessionConfig};
 
         let dir = tempfile::tempdir().unwrap();
@@ -575,16 +573,7 @@ mod tests {
                 .options_mut()
                 .extensions
                 .insert(OnDemand { enabled, slices });
-            let runtime = Arc::new(RuntimeEnv::default());
-            let mut rules = PhysicalOptimizer::new().rules;
-            rules.push(Arc::new(DealOnDemand::new(Arc::clone(&runtime))));
-            let state = SessionStateBuilder::new()
-                .with_config(config)
-                .with_runtime_env(runtime)
-                .with_default_features()
-                .with_physical_optimizer_rules(rules)
-                .build();
-            let ctx = SessionContext::new_with_state(state);
+            let ctx = session_with_rule(config, |runtime| Arc::new(DealOnDemand::new(runtime)));
             ctx.register_parquet("t", path.to_str().unwrap(), ParquetReadOptions::default())
                 .await
                 .unwrap();

@@ -137,8 +137,8 @@ impl PhysicalOptimizerRule for CutScans {
         }
         plan.transform_up(|node| {
             let partitions = node.output_partitioning().partition_count();
-            let too_few = row_groups(&node, &self.runtime).is_some_and(|count| count < partitions);
-            if partitions < 2 || !too_few {
+            let too_few = || row_groups(&node, &self.runtime).is_some_and(|n| n < partitions);
+            if partitions < 2 || !too_few() {
                 return Ok(Transformed::no(node));
             }
             match sliced(&node, partitions, &self.runtime) {
@@ -222,8 +222,8 @@ fn sliced_scan(scan: &FileScanConfig, slices: usize) -> Option<FileScanConfig> {
 /// file do not follow one another from its first byte to its last.
 fn whole_files(scan: &FileScanConfig) -> Option<Vec<PartitionedFile>> {
     let mut files: Vec<PartitionedFile> = Vec::new();
-    // Per file, its index in `files` and the end of the bytes its ranges covered so far.
-    let mut covered: HashMap<&str, (usize, u64)> = HashMap::new();
+    // Per file, the end of the bytes its ranges covered so far.
+    let mut covered: HashMap<&str, u64> = HashMap::new();
     for file in scan.file_groups.iter().flat_map(FileGroup::iter) {
         let size = file.object_meta.size;
         let (start, end) = match &file.range {
@@ -234,10 +234,10 @@ fn whole_files(scan: &FileScanConfig) -> Option<Vec<PartitionedFile>> {
             None => (0, size),
         };
         match covered.get_mut(file.object_meta.location.as_ref()) {
-            Some((_, so_far)) if *so_far == start => *so_far = end,
+            Some(so_far) if *so_far == start => *so_far = end,
             Some(_) => return None,
             None if start == 0 => {
-                covered.insert(file.object_meta.location.as_ref(), (files.len(), end));
+                covered.insert(file.object_meta.location.as_ref(), end);
                 let mut whole = file.clone();
                 whole.range = None;
                 files.push(whole);
@@ -245,10 +245,9 @@ fn whole_files(scan: &FileScanConfig) -> Option<Vec<PartitionedFile>> {
             None => return None,
         }
     }
-    let all_read = files.iter().all(|file| {
-        let (_, end) = covered[file.object_meta.location.as_ref()];
-        end == file.object_meta.size
-    });
+    let all_read = files
+        .iter()
+        .all(|file| covered[file.object_meta.location.as_ref()] == file.object_meta.size);
     all_read.then_some(files)
 }
 
@@ -483,9 +482,18 @@ pub(crate) mod tests {
             .options_mut()
             .extensions
             .insert(CutEveryScan { enabled: cut });
+        session_with_rule(config, |runtime| Arc::new(CutScans::new(runtime)))
+    }
+
+    /// A session of `config` whose physical optimizer runs DataFusion's rules, then the one
+    /// `rule` makes from the session's runtime (as `crate::engine::session` adds the job's).
+    pub(crate) fn session_with_rule(
+        config: SessionConfig,
+        rule: impl FnOnce(Arc<RuntimeEnv>) -> Arc<dyn PhysicalOptimizerRule + Send + Sync>,
+    ) -> SessionContext {
         let runtime = Arc::new(RuntimeEnv::default());
         let mut rules = PhysicalOptimizer::new().rules;
-        rules.push(Arc::new(CutScans::new(Arc::clone(&runtime))));
+        rules.push(rule(Arc::clone(&runtime)));
         let state = SessionStateBuilder::new()
             .with_config(config)
             .with_runtime_env(runtime)
