@@ -18,6 +18,10 @@
 //!   trigrams over the raw characters, XXH3, one integer vote per n-gram, no distinct features,
 //!   no sketch): what the arithmetic costs.
 //!
+//! "cores busy" is the stage's CPU seconds over its wall seconds at two threads (summary.json's
+//! `cpu_seconds`), the median of the rounds: 2.0 means neither core waited, however fast the
+//! machine ran that minute; scaling below it is each core's own work slowing down.
+//!
 //! MB are the bytes of the text column. "vs ClickHouse" is neardup's MB/s over ClickHouse's at
 //! the same threads, the median of the three rounds' ratios (this machine's speed drifts from
 //! one minute to the next, and two runs side by side drift together): 1.0 or more is as fast.
@@ -39,8 +43,8 @@ fn best(mut work: impl FnMut() -> f64) -> f64 {
     (0..RUNS).map(|_| work()).fold(f64::INFINITY, f64::min)
 }
 
-/// The signature stage's seconds of one `neardup run` at `threads`.
-fn neardup_stage(input: &Path, work: &Path, threads: usize) -> f64 {
+/// The signature stage's seconds of one `neardup run` at `threads`, and the cores it kept busy.
+fn neardup_stage(input: &Path, work: &Path, threads: usize) -> (f64, f64) {
     let output = work.join(format!("out-{threads}"));
     let status = Command::new(env!("CARGO_BIN_EXE_neardup"))
         .args([
@@ -57,7 +61,14 @@ fn neardup_stage(input: &Path, work: &Path, threads: usize) -> f64 {
         .status()
         .expect("neardup runs");
     assert!(status.success(), "neardup run on {}", input.display());
-    common::stage_seconds(&common::summary(&output), "signatures")
+    let summary = common::summary(&output);
+    let seconds = common::stage_seconds(&summary, "signatures");
+    let cpu = summary["stages"]
+        .as_array()
+        .and_then(|stages| stages.iter().find(|s| s["stage"] == "signatures"))
+        .and_then(|s| s["cpu_seconds"].as_f64())
+        .unwrap_or(f64::NAN);
+    (seconds, cpu / seconds)
 }
 
 fn python() -> PathBuf {
@@ -109,14 +120,18 @@ print(time.perf_counter() - start)
 /// run each, the two alternating.
 struct SideBySide {
     neardup: Vec<f64>,
+    /// The cores neardup's stage kept busy, per round.
+    cores: Vec<f64>,
     clickhouse: Result<Vec<f64>, String>,
 }
 
 fn side_by_side(input: &Path, work: &Path, threads: usize) -> SideBySide {
-    let mut neardup = Vec::new();
+    let (mut neardup, mut cores) = (Vec::new(), Vec::new());
     let mut clickhouse_seconds = Ok(Vec::new());
     for _ in 0..RUNS {
-        neardup.push(neardup_stage(input, work, threads));
+        let (seconds, busy) = neardup_stage(input, work, threads);
+        neardup.push(seconds);
+        cores.push(busy);
         if let Ok(times) = &mut clickhouse_seconds {
             match clickhouse(input, work, threads) {
                 Ok(seconds) => times.push(seconds),
@@ -126,6 +141,7 @@ fn side_by_side(input: &Path, work: &Path, threads: usize) -> SideBySide {
     }
     SideBySide {
         neardup,
+        cores,
         clickhouse: clickhouse_seconds,
     }
 }
@@ -137,14 +153,19 @@ impl SideBySide {
         let Ok(clickhouse) = &self.clickhouse else {
             return f64::NAN;
         };
-        let mut ratios: Vec<f64> = clickhouse
+        let ratios: Vec<f64> = clickhouse
             .iter()
             .zip(&self.neardup)
             .map(|(c, n)| c / n)
             .collect();
-        ratios.sort_by(f64::total_cmp);
-        ratios.get(ratios.len() / 2).copied().unwrap_or(f64::NAN)
+        median(&ratios)
     }
+}
+
+fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    sorted.get(sorted.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
 fn fastest(seconds: &[f64]) -> f64 {
@@ -202,10 +223,10 @@ async fn main() {
     }
     let work = tempfile::tempdir().expect("a temporary folder");
     println!(
-        "| file | MB | neardup stage, 1 thread | 2 threads | scaling | kernel alone, 1 thread | \
-         ClickHouse, 1 thread | 2 threads | vs ClickHouse, 1 / 2 threads | floor, 1 thread |"
+        "| file | MB | neardup stage, 1 thread | 2 threads | scaling | cores busy, 2 threads | \
+         kernel alone, 1 thread | ClickHouse, 1 thread | 2 threads | vs ClickHouse, 1 / 2 threads | floor, 1 thread |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
     for file in &files {
         let texts = common::texts(file.to_str().expect("a UTF-8 path"), None).await;
         let mb = texts.iter().map(String::len).sum::<usize>() as f64 / 1e6;
@@ -240,9 +261,10 @@ async fn main() {
             ),
             (Err(why), _) | (_, Err(why)) => (format!("not run: {why}"), "-".into(), "-".into()),
         };
+        let busy = median(&two.cores);
         let (one, two) = (fastest(&one.neardup), fastest(&two.neardup));
         println!(
-            "| {} | {mb:.1} | {} | {} | {:.2}x | {} | {ch_one} | {ch_two} | {versus} | {} |",
+            "| {} | {mb:.1} | {} | {} | {:.2}x | {busy:.2} | {} | {ch_one} | {ch_two} | {versus} | {} |",
             file.file_name().map_or("?".into(), |n| n.to_string_lossy()),
             cell(mb, Some(one)),
             cell(mb, Some(two)),

@@ -211,6 +211,7 @@ async fn finish(
         counts,
         stages,
         total_seconds: clock.started.elapsed().as_secs_f64(),
+        cpu_seconds: Stopwatch::cpu_since(clock.started_cpu),
         peak_rss_bytes: crate::job::summary::peak_rss_bytes(),
     };
     // Delta tables are committed one by one before the summary, which records their versions.

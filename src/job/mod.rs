@@ -77,7 +77,7 @@ const OUTPUTS_PER_CORE: usize = 2;
 
 /// Runs the job: its outputs are committed under `config.output` when it returns the summary.
 pub async fn run(config: &JobConfig) -> Result<Summary> {
-    let mut clock = Stopwatch::new(config.console.quiet);
+    let mut clock = Stopwatch::new(config.console.quiet, config.console.cluster.is_none());
     if let (Source::Texts { .. }, None) = (&config.source, &config.console.cluster) {
         // The cleaning's tables (tens of milliseconds on one core) are built while the input is
         // checked, rather than by the first batch while the other cores wait on them. The

@@ -3,22 +3,33 @@
 use std::time::Instant;
 
 use crate::error::Result;
-use crate::job::summary::{StageTime, peak_rss_bytes};
+use crate::job::summary::{StageTime, peak_rss_bytes, process_cpu_seconds};
 
 /// Times stages and reports them on stderr as they finish.
 pub struct Stopwatch {
     pub started: Instant,
+    /// The process's CPU time when the job started; `None` when its work runs elsewhere (a
+    /// cluster), where this process's CPU says nothing of the stages.
+    pub started_cpu: Option<f64>,
     pub stages: Vec<StageTime>,
     pub quiet: bool,
 }
 
 impl Stopwatch {
-    pub fn new(quiet: bool) -> Self {
+    /// `in_process`: the stages run in this process, so its CPU time is theirs.
+    pub fn new(quiet: bool, in_process: bool) -> Self {
         Self {
             started: Instant::now(),
+            started_cpu: in_process.then(process_cpu_seconds).flatten(),
             stages: Vec::new(),
             quiet,
         }
+    }
+
+    /// The process's CPU seconds since `since` (a reading of `process_cpu_seconds`, `None`
+    /// when the CPU is not counted).
+    pub fn cpu_since(since: Option<f64>) -> Option<f64> {
+        Some((process_cpu_seconds()? - since?).max(0.0))
     }
 
     pub async fn time<T>(
@@ -27,16 +38,25 @@ impl Stopwatch {
         work: impl Future<Output = Result<T>>,
     ) -> Result<T> {
         let start = Instant::now();
+        let start_cpu = self.started_cpu.and(process_cpu_seconds());
         let value = work.await?;
         let seconds = start.elapsed().as_secs_f64();
+        let cpu_seconds = Self::cpu_since(start_cpu);
         if !self.quiet {
-            eprintln!("neardup: {stage:<12} {seconds:>8.2} s");
+            match cpu_seconds {
+                Some(cpu) => eprintln!(
+                    "neardup: {stage:<12} {seconds:>8.2} s {:>6.2} cores",
+                    cpu / seconds.max(1e-9)
+                ),
+                None => eprintln!("neardup: {stage:<12} {seconds:>8.2} s"),
+            }
         }
         self.stages.push(StageTime {
             stage: stage.to_string(),
             seconds,
             rows: None,
             peak_rss_bytes: peak_rss_bytes(),
+            cpu_seconds,
         });
         pause_for_tests(stage);
         Ok(value)

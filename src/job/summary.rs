@@ -33,6 +33,11 @@ pub struct Summary {
     /// Wall time of each stage, in the order they ran.
     pub stages: Vec<StageTime>,
     pub total_seconds: f64,
+    /// CPU time (user and system, every thread) the process spent on the job: over
+    /// `total_seconds`, the cores it kept busy. Absent on a cluster, whose work runs in the
+    /// executors, and where the OS does not report it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_seconds: Option<f64>,
     /// Peak resident memory of the process, where the OS reports it (Linux).
     pub peak_rss_bytes: Option<u64>,
 }
@@ -148,6 +153,11 @@ pub struct StageTime {
     /// The process's peak resident memory when the stage ended (VmHWM, Linux).
     #[serde(default)]
     pub peak_rss_bytes: Option<u64>,
+    /// CPU time (user and system, every thread) the process spent during the stage: over
+    /// `seconds`, the cores the stage kept busy, which tells a stage bound to one core from one
+    /// that waits on nothing whatever the machine. Absent on a cluster (see `Summary`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_seconds: Option<f64>,
 }
 
 impl Summary {
@@ -170,10 +180,72 @@ impl Summary {
     }
 }
 
+/// CPU time (user and system) this process has spent so far on all its threads, in seconds;
+/// Unix.
+pub fn process_cpu_seconds() -> Option<f64> {
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: getrusage fills the `rusage` the pointer points at, and says so by returning 0;
+    // the value is read only then (and was zeroed before, so it is initialised either way).
+    let usage = unsafe {
+        if libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) != 0 {
+            return None;
+        }
+        usage.assume_init()
+    };
+    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    Some(seconds(usage.ru_utime) + seconds(usage.ru_stime))
+}
+
 /// Peak resident set size of this process (VmHWM), on Linux.
 pub fn peak_rss_bytes() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::process_cpu_seconds;
+
+    /// The process's user and system time from /proc/self/stat, in clock ticks (Linux): the
+    /// same kernel counters as getrusage, through another interface and a coarser unit.
+    fn proc_stat_cpu_seconds() -> f64 {
+        let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+        // The command name, in parentheses, may hold spaces: the fields follow its last ')'.
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .unwrap()
+            .1
+            .split_whitespace()
+            .collect();
+        let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+        // SAFETY: sysconf reads a constant of the system; it has no pointer arguments.
+        let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+        ticks / per_second
+    }
+
+    #[test]
+    fn cpu_seconds_agree_with_the_kernels_ticks() {
+        let (ours_before, theirs_before) =
+            (process_cpu_seconds().unwrap(), proc_stat_cpu_seconds());
+        // A third of a second of arithmetic on this thread (others of the test process may
+        // run meanwhile: both readings count them alike).
+        let until = Instant::now() + Duration::from_millis(300);
+        let mut x = 1u64;
+        while Instant::now() < until {
+            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+        }
+        let (ours_after, theirs_after) = (process_cpu_seconds().unwrap(), proc_stat_cpu_seconds());
+        let (ours, theirs) = (ours_after - ours_before, theirs_after - theirs_before);
+        assert!(ours > 0.0, "{ours}");
+        // A tick each end (at most 100 a second here), and a tenth for the readings not being
+        // taken at the same instant while other threads run.
+        assert!(
+            (ours - theirs).abs() <= 0.03 + theirs / 10.0,
+            "getrusage {ours} s, /proc/self/stat {theirs} s"
+        );
+    }
 }

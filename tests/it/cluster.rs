@@ -24,6 +24,10 @@ async fn assert_same_outputs(local: &Path, clustered: &Path) {
         assert_eq!(a, b, "{table}");
     }
     assert_eq!(summary(local)["counts"], summary(clustered)["counts"]);
+    // This process's CPU is counted only where the stages run in it.
+    assert!(summary(local)["cpu_seconds"].is_f64());
+    assert!(summary(clustered).get("cpu_seconds").is_none());
+    assert!(summary(clustered)["stages"][0].get("cpu_seconds").is_none());
 }
 
 fn run_sample(output: &Path, extra: &[&str]) {

@@ -220,6 +220,16 @@ async fn sample_run_finds_the_planted_groups() {
     assert_eq!(stage("dedup")["rows"], DOCUMENTS - 7);
     assert!(stage("plan")["rows"].is_null());
     assert!(stage("groups")["peak_rss_bytes"].as_u64().unwrap() > 1 << 20);
+    // The CPU of each stage, and of the whole job, which holds them all.
+    let stages = summary["stages"].as_array().unwrap();
+    let cpu: Vec<f64> = stages
+        .iter()
+        .map(|s| s["cpu_seconds"].as_f64().unwrap_or_else(|| panic!("{s}")))
+        .collect();
+    assert!(cpu.iter().all(|&c| c >= 0.0), "{cpu:?}");
+    assert!(stage("signatures")["cpu_seconds"].as_f64().unwrap() > 0.0);
+    let whole = summary["cpu_seconds"].as_f64().unwrap();
+    assert!(whole + 1e-6 >= cpu.iter().sum::<f64>(), "{whole} {cpu:?}");
     // k = 7: eight bands of 8 bits, by pigeonhole (the planner's pick at this size).
     assert_eq!(summary["plan"]["plan"], "bands:8");
     assert!(output.join("_SUCCESS").is_file());
