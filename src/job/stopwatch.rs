@@ -41,23 +41,22 @@ impl Stopwatch {
         let start_cpu = self.started_cpu.and(process_cpu_seconds());
         let value = work.await?;
         let seconds = start.elapsed().as_secs_f64();
-        let cpu_seconds = Self::cpu_since(start_cpu);
-        if !self.quiet {
-            match cpu_seconds {
-                Some(cpu) => eprintln!(
-                    "neardup: {stage:<12} {seconds:>8.2} s {:>6.2} cores",
-                    cpu / seconds.max(1e-9)
-                ),
-                None => eprintln!("neardup: {stage:<12} {seconds:>8.2} s"),
-            }
-        }
-        self.stages.push(StageTime {
+        let time = StageTime {
             stage: stage.to_string(),
             seconds,
             rows: None,
             peak_rss_bytes: peak_rss_bytes(),
-            cpu_seconds,
-        });
+            cpu_seconds: Self::cpu_since(start_cpu),
+        };
+        if !self.quiet {
+            match time.cores() {
+                Some(cores) => {
+                    eprintln!("neardup: {stage:<12} {seconds:>8.2} s {cores:>6.2} cores")
+                }
+                None => eprintln!("neardup: {stage:<12} {seconds:>8.2} s"),
+            }
+        }
+        self.stages.push(time);
         pause_for_tests(stage);
         Ok(value)
     }

@@ -160,6 +160,21 @@ pub struct StageTime {
     pub cpu_seconds: Option<f64>,
 }
 
+/// The shortest stage whose cores are shown. The kernel adds a thread's CPU time to the
+/// process's when it is switched out or at a timer tick, so a reading misses up to a few
+/// milliseconds of the other threads: over a stage of a few milliseconds that could show more
+/// cores than the machine has.
+const CORES_SHOWN_FROM_SECONDS: f64 = 0.1;
+
+impl StageTime {
+    /// The cores the stage kept busy (its CPU seconds over its seconds), for a stage long enough
+    /// for the figure to mean something.
+    pub fn cores(&self) -> Option<f64> {
+        let cpu = self.cpu_seconds?;
+        (self.seconds >= CORES_SHOWN_FROM_SECONDS).then(|| cpu / self.seconds)
+    }
+}
+
 impl Summary {
     /// Writes summary.json whole or not at all (it is rewritten inside a committed output when
     /// adding the batch to an index fails).
@@ -208,7 +223,23 @@ pub fn peak_rss_bytes() -> Option<u64> {
 mod tests {
     use std::time::{Duration, Instant};
 
-    use super::process_cpu_seconds;
+    use super::{StageTime, process_cpu_seconds};
+
+    #[test]
+    fn cores_are_shown_for_stages_long_enough_to_count_them() {
+        let stage = |seconds: f64, cpu_seconds: Option<f64>| StageTime {
+            stage: "signatures".into(),
+            seconds,
+            rows: None,
+            peak_rss_bytes: None,
+            cpu_seconds,
+        };
+        assert_eq!(stage(2.0, Some(3.5)).cores(), Some(1.75));
+        assert_eq!(stage(0.1, Some(0.1)).cores(), Some(1.0));
+        // 5 ms of CPU counted in a stage of 2 ms: more cores than this machine has.
+        assert_eq!(stage(0.002, Some(0.005)).cores(), None);
+        assert_eq!(stage(2.0, None).cores(), None);
+    }
 
     /// The process's user and system time from /proc/self/stat, in clock ticks (Linux): the
     /// same kernel counters as getrusage, through another interface and a coarser unit.

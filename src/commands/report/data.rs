@@ -12,8 +12,8 @@ pub struct ReportData {
     pub glance: Vec<(String, String)>,
     /// The run's parameters as summary.json records them: name and value.
     pub parameters: Vec<(String, String)>,
-    /// Stage name and seconds, in the order the stages ran.
-    pub stages: Vec<(String, f64)>,
+    /// The stages, in the order they ran.
+    pub stages: Vec<StageRow>,
     /// The run's k: distances 0..=k were matched.
     pub k: u32,
     /// Fingerprint width (64 or 128): the x axis of the distance plot ends at k.
@@ -38,6 +38,16 @@ pub struct ReportData {
 pub struct DistanceCount {
     pub distance: u32,
     pub pairs: u64,
+}
+
+/// One stage's line of the report.
+#[derive(Debug, Clone)]
+pub struct StageRow {
+    pub stage: String,
+    pub seconds: f64,
+    /// The cores it kept busy (`StageTime::cores`); `None` where summary.json has no CPU time
+    /// (a cluster's run, or one from before it was recorded) or the stage was too short.
+    pub cores: Option<f64>,
 }
 
 #[derive(Debug, Clone)]

@@ -21,7 +21,7 @@ use crate::engine::staging::REPORT_FILE;
 use crate::error::{Error, Result};
 use crate::job::summary::Summary;
 use crate::storage::{Place, Remote};
-use data::{DistanceCount, GroupSummary, Quality, QualityRow, ReportData, SamplePair};
+use data::{DistanceCount, GroupSummary, Quality, QualityRow, ReportData, SamplePair, StageRow};
 
 #[derive(Debug, Clone)]
 pub struct ReportOptions {
@@ -92,7 +92,11 @@ async fn gather(
         stages: summary
             .stages
             .iter()
-            .map(|s| (s.stage.clone(), s.seconds))
+            .map(|s| StageRow {
+                stage: s.stage.clone(),
+                seconds: s.seconds,
+                cores: s.cores(),
+            })
             .collect(),
         k,
         fingerprint_bits: parameters.fingerprint_bits,

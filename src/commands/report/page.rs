@@ -222,20 +222,23 @@ fn glance(data: &ReportData) -> String {
         out.push_str("<p class=\"note\">(none recorded)</p>\n");
     } else {
         out.push_str(
-            "<table>\n<thead><tr><th>stage</th><th class=\"num\">seconds</th></tr></thead>\n<tbody>\n",
+            "<table>\n<thead><tr><th>stage</th><th class=\"num\">seconds</th>\
+             <th class=\"num\">cores busy</th></tr></thead>\n<tbody>\n",
         );
-        for (stage, secs) in &data.stages {
+        for row in &data.stages {
+            let cores = row.cores.map_or("–".to_string(), |c| format!("{c:.2}"));
             let _ = writeln!(
                 out,
-                "<tr><td>{}</td><td class=\"num\">{}</td></tr>",
-                escape(stage),
-                seconds(*secs)
+                "<tr><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{cores}</td></tr>",
+                escape(&row.stage),
+                seconds(row.seconds)
             );
         }
-        let total: f64 = data.stages.iter().map(|(_, s)| *s).sum();
+        let total: f64 = data.stages.iter().map(|row| row.seconds).sum();
         let _ = writeln!(
             out,
-            "</tbody>\n<tfoot><tr><th>total</th><th class=\"num\">{}</th></tr></tfoot>\n</table>",
+            "</tbody>\n<tfoot><tr><th>total</th><th class=\"num\">{}</th><th></th></tr></tfoot>\n\
+             </table>",
             seconds(total)
         );
     }
@@ -469,7 +472,7 @@ fn quality_section(quality: &Quality) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::data::{DistanceCount, GroupSummary, QualityRow};
+    use super::super::data::{DistanceCount, GroupSummary, QualityRow, StageRow};
     use super::*;
 
     const HOSTILE: &str = "<script>alert(1)</script>";
@@ -487,8 +490,16 @@ mod tests {
                 ("features".to_string(), "mode=words'x'".to_string()),
             ],
             stages: vec![
-                ("fingerprint".to_string(), 0.01234),
-                ("match".to_string(), 12.5),
+                StageRow {
+                    stage: "fingerprint".to_string(),
+                    seconds: 0.01234,
+                    cores: None,
+                },
+                StageRow {
+                    stage: "match".to_string(),
+                    seconds: 12.5,
+                    cores: Some(1.876),
+                },
             ],
             k: 3,
             fingerprint_bits: 64,
@@ -647,7 +658,14 @@ mod tests {
             "{html}"
         );
         assert!(html.contains("<td class=\"num\">0.012</td>"), "{html}");
-        assert!(html.contains("<td class=\"num\">12.50</td>"), "{html}");
+        assert!(
+            html.contains("<td class=\"num\">12.50</td><td class=\"num\">1.88</td>"),
+            "{html}"
+        );
+        assert!(
+            html.contains("<td class=\"num\">0.012</td><td class=\"num\">–</td>"),
+            "{html}"
+        );
         // Both plots are inline SVG.
         assert!(html.matches("<svg").count() >= 2, "{html}");
     }
