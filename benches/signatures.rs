@@ -63,11 +63,7 @@ fn neardup_stage(input: &Path, work: &Path, threads: usize) -> (f64, f64) {
     assert!(status.success(), "neardup run on {}", input.display());
     let summary = common::summary(&output);
     let seconds = common::stage_seconds(&summary, "signatures");
-    let cpu = summary["stages"]
-        .as_array()
-        .and_then(|stages| stages.iter().find(|s| s["stage"] == "signatures"))
-        .and_then(|s| s["cpu_seconds"].as_f64())
-        .unwrap_or(f64::NAN);
+    let cpu = common::stage_number(&summary, "signatures", "cpu_seconds");
     (seconds, cpu / seconds)
 }
 

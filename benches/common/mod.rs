@@ -89,9 +89,15 @@ pub fn summary(output: &Path) -> serde_json::Value {
 
 /// Seconds of one stage in a summary (NaN if it did not run).
 pub fn stage_seconds(summary: &serde_json::Value, stage: &str) -> f64 {
+    stage_number(summary, stage, "seconds")
+}
+
+/// A number summary.json records for one stage (`seconds`, `cpu_seconds`, ...); NaN if the
+/// stage did not run or has no such number.
+pub fn stage_number(summary: &serde_json::Value, stage: &str, field: &str) -> f64 {
     summary["stages"]
         .as_array()
         .and_then(|stages| stages.iter().find(|s| s["stage"] == stage))
-        .and_then(|s| s["seconds"].as_f64())
+        .and_then(|s| s[field].as_f64())
         .unwrap_or(f64::NAN)
 }

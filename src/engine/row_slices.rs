@@ -372,21 +372,27 @@ pub(crate) mod tests {
     /// 500 rows and without a page index (as pyarrow writes by default): a row range finds its
     /// pages from their headers.
     pub(crate) fn one_row_group_file(path: &std::path::Path, rows: i64) {
-        let batch = RecordBatch::try_from_iter([(
-            "n",
-            Arc::new(Int64Array::from_iter_values(0..rows)) as _,
-        )])
-        .unwrap();
-        let file = std::fs::File::create(path).unwrap();
         let properties = WriterProperties::builder()
             .set_statistics_enabled(EnabledStatistics::Chunk)
             .set_offset_index_disabled(true)
             .set_data_page_row_count_limit(500)
             .set_write_batch_size(500)
             .build();
+        assert_eq!(row_numbers_file(path, rows, properties), 1);
+    }
+
+    /// A file whose only column, `n`, is the row number, 0 to `rows`, written with
+    /// `properties`; returns its row groups.
+    fn row_numbers_file(path: &std::path::Path, rows: i64, properties: WriterProperties) -> usize {
+        let batch = RecordBatch::try_from_iter([(
+            "n",
+            Arc::new(Int64Array::from_iter_values(0..rows)) as _,
+        )])
+        .unwrap();
+        let file = std::fs::File::create(path).unwrap();
         let mut writer = ArrowWriter::try_new(file, batch.schema(), Some(properties)).unwrap();
         writer.write(&batch).unwrap();
-        assert_eq!(writer.close().unwrap().row_groups().len(), 1);
+        writer.close().unwrap().row_groups().len()
     }
 
     /// The values of the first column (64-bit integers) of every batch of every partition,
@@ -575,18 +581,10 @@ pub(crate) mod tests {
     async fn a_file_of_row_groups_enough_is_left_in_byte_ranges() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("ten.parquet");
-        let batch = RecordBatch::try_from_iter([(
-            "n",
-            Arc::new(Int64Array::from_iter_values(0..10_000)) as _,
-        )])
-        .unwrap();
         let properties = WriterProperties::builder()
             .set_max_row_group_row_count(Some(1_000))
             .build();
-        let file = std::fs::File::create(&path).unwrap();
-        let mut writer = ArrowWriter::try_new(file, batch.schema(), Some(properties)).unwrap();
-        writer.write(&batch).unwrap();
-        assert_eq!(writer.close().unwrap().row_groups().len(), 10);
+        assert_eq!(row_numbers_file(&path, 10_000, properties), 10);
         let ctx = cutting_session(true);
         ctx.register_parquet("t", path.to_str().unwrap(), ParquetReadOptions::default())
             .await
