@@ -80,7 +80,12 @@ pub struct Featurizer {
     stop_words: BTreeSet<String>,
 }
 
-/// Per-thread working memory, reused across the rows of a batch.
+/// Bytes a buffer of `Scratch` keeps between batches at most (`Scratch::trim`): those of a
+/// text of about two million characters.
+const KEPT_BUFFER_BYTES: usize = 2 << 20;
+
+/// Per-thread working memory, reused across the rows of a batch and, trimmed, from one batch
+/// to the next.
 #[derive(Default)]
 pub struct Scratch {
     hasher: SimHasher,
@@ -98,6 +103,31 @@ pub struct Scratch {
     buffer: String,
     /// The letters and digits of the cleaned text, for the n-gram modes.
     letters: String,
+}
+
+impl Scratch {
+    /// Gives back the buffers a long text grew past `KEPT_BUFFER_BYTES`, so that a thread
+    /// holds between batches only what ordinary texts need.
+    pub fn trim(&mut self) {
+        fn trim_vec<T>(vec: &mut Vec<T>) {
+            if vec.capacity() * std::mem::size_of::<T>() > KEPT_BUFFER_BYTES {
+                *vec = Vec::new();
+            }
+        }
+        fn trim_string(string: &mut String) {
+            if string.capacity() > KEPT_BUFFER_BYTES {
+                *string = String::new();
+            }
+        }
+        trim_vec(&mut self.hashes);
+        trim_vec(&mut self.features);
+        trim_string(&mut self.buffer);
+        trim_string(&mut self.letters);
+        if self.index.capacity() * std::mem::size_of::<(u64, usize)>() > KEPT_BUFFER_BYTES {
+            self.index = FeatureIndex::default();
+        }
+        self.distinct.trim();
+    }
 }
 
 /// Finds a feature's entry in `Scratch::features` by its (low 64-bit) hash.
