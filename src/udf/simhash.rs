@@ -209,11 +209,8 @@ impl ScalarUDFImpl for TextFunc {
 }
 
 thread_local! {
-    /// Each thread's working buffers, kept from one batch to the next. A batch's own buffers,
-    /// freed at its end, were allocated again zeroed by the next: a long text's table came as
-    /// pages the kernel had not given yet, each faulted in twice (`DistinctFeatures`), and on
-    /// two threads the interrupts that the second fault sends the other core took 8% of the
-    /// signature stage's CPU on debian_docs.
+    /// Each thread's working buffers, kept from one batch to the next rather than allocated
+    /// for each: why fresh tables cost, see `DistinctFeatures`.
     static SCRATCH: Cell<Option<Box<Scratch>>> = const { Cell::new(None) };
 }
 
