@@ -378,13 +378,25 @@ fn interrupt_run(
     signal_and_wait(start_paused(&args, &[], stage), signal)
 }
 
-/// The files and folders under `dir`, as paths relative to it.
+/// The files and folders under `dir`, as paths relative to it. A folder that goes while it is
+/// walked is listed with what was found in it so far: a cluster's executor removes a finished
+/// job's shuffle files while the run that started it is paused.
 fn everything_under(dir: &Path) -> Vec<String> {
+    let gone = |e: &std::io::Error| e.kind() == std::io::ErrorKind::NotFound;
     let mut found = Vec::new();
     let mut todo = vec![dir.to_path_buf()];
     while let Some(next) = todo.pop() {
-        for entry in std::fs::read_dir(&next).unwrap() {
-            let path = entry.unwrap().path();
+        let entries = match std::fs::read_dir(&next) {
+            Ok(entries) => entries,
+            Err(e) if gone(&e) && next != dir => continue,
+            Err(e) => panic!("{}: {e}", next.display()),
+        };
+        for entry in entries {
+            let path = match entry {
+                Ok(entry) => entry.path(),
+                Err(e) if gone(&e) => continue,
+                Err(e) => panic!("{}: {e}", next.display()),
+            };
             found.push(path.strip_prefix(dir).unwrap().display().to_string());
             if path.is_dir() {
                 todo.push(path);
