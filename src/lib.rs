@@ -27,6 +27,7 @@ pub mod prefetch;
 pub mod progress;
 pub mod rng;
 pub mod storage;
+pub mod terminal;
 pub mod text;
 pub mod udf;
 

@@ -39,7 +39,7 @@ impl Log for Logger {
                 Level::Debug => "DEBUG",
                 Level::Trace => "TRACE",
             };
-            eprintln!("[{level} {}] {}", record.target(), record.args());
+            crate::to_stderr!("[{level} {}] {}", record.target(), record.args());
         }
     }
 

@@ -16,7 +16,9 @@ fn main() -> ExitCode {
             .location()
             .map(|l| format!(" ({}:{})", l.file(), l.line()))
             .unwrap_or_default();
-        eprintln!("neardup: internal error, a bug in neardup; please report it: {message}{place}");
+        neardup::to_stderr!(
+            "neardup: internal error, a bug in neardup; please report it: {message}{place}"
+        );
     }));
     // Ctrl-C or SIGTERM: no half-written output may stay behind. The process ends without
     // unwinding, so the staging folders are removed here rather than by `Drop`.
@@ -26,9 +28,18 @@ fn main() -> ExitCode {
             return;
         }
         neardup::engine::staging::mark_interrupted();
+        // Delta tables being committed one by one: the commits stop before the next table and
+        // put back those committed, and `main` ends the process.
+        if neardup::engine::staging::defer_interrupt_to_commits() {
+            neardup::to_stderr!(
+                "neardup: interrupted while the Delta tables are committed; stopping after the \
+                 table in hand and putting back those committed"
+            );
+            return;
+        }
         // A job on a cluster first: no more of its tasks start, so no more files are written.
         let removed = if neardup::engine::ballista::cancel_live_job() {
-            eprintln!("neardup: interrupted; the cluster job was cancelled");
+            neardup::to_stderr!("neardup: interrupted; the cluster job was cancelled");
             // Its running tasks stop within a moment, and may write until then.
             let pause = neardup::engine::task_cancel::TASKS_STOP_WITHIN;
             neardup::engine::staging::remove_live_staging_twice(pause)
@@ -36,16 +47,18 @@ fn main() -> ExitCode {
             neardup::engine::staging::remove_live_staging()
         };
         if removed {
-            eprintln!("neardup: interrupted; nothing was written (an earlier output is untouched)");
+            neardup::to_stderr!(
+                "neardup: interrupted; nothing was written (an earlier output is untouched)"
+            );
         } else {
-            eprintln!("neardup: interrupted");
+            neardup::to_stderr!("neardup: interrupted");
         }
         // Shuffle and spill files last, just before the exit: the tasks of a job in this
         // process (`--cluster standalone`) run until then and may create their folders again.
         neardup::engine::work_folder::remove_live();
         std::process::exit(130);
     }) {
-        eprintln!(
+        neardup::to_stderr!(
             "neardup: warning: cannot handle Ctrl-C ({e}); an interrupted run may leave a staging folder"
         );
     }
@@ -57,7 +70,7 @@ fn main() -> ExitCode {
     let runtime = match builder.enable_all().build() {
         Ok(runtime) => runtime,
         Err(e) => {
-            eprintln!("neardup: error: cannot start the async runtime: {e}");
+            neardup::to_stderr!("neardup: error: cannot start the async runtime: {e}");
             return ExitCode::from(1);
         }
     };
@@ -69,7 +82,22 @@ fn main() -> ExitCode {
         runtime.block_on(execute(cli))
     }));
     match outcome {
+        Ok(Ok(())) if neardup::engine::staging::interrupt_deferred() => {
+            neardup::to_stderr!("neardup: interrupted; the output was already committed whole");
+            ExitCode::from(130)
+        }
         Ok(Ok(())) => ExitCode::SUCCESS,
+        // The interrupt came while Delta tables were committed; those were put back, and the
+        // handler left the rest of the clean-up here.
+        Ok(Err(_)) if neardup::engine::staging::interrupt_deferred() => {
+            neardup::engine::staging::remove_live_staging();
+            neardup::engine::work_folder::remove_live();
+            neardup::to_stderr!(
+                "neardup: interrupted; nothing was written (the tables committed before the \
+                 interrupt were put back to their earlier versions)"
+            );
+            ExitCode::from(130)
+        }
         // The interrupt handler is cleaning up and exits with 130; the job's error (its cluster
         // job cancelled, say) is the interrupt's, not the user's to read.
         Ok(Err(_)) if neardup::engine::staging::interrupted() => {
@@ -77,7 +105,7 @@ fn main() -> ExitCode {
             ExitCode::from(130)
         }
         Ok(Err(error)) => {
-            eprintln!("neardup: error: {error}");
+            neardup::to_stderr!("neardup: error: {error}");
             ExitCode::from(error.exit_code() as u8)
         }
         Err(_) => ExitCode::from(1),

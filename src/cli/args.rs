@@ -119,13 +119,14 @@ pub struct SchedulerArgs {
     #[command(flatten)]
     pub access: ServerAccessArgs,
     /// An executor that has not asked for work for this many seconds is dead: its tasks run
-    /// again on the other executors. At least 10 (a busy executor asks every 5 s). A job whose
-    /// last executor is gone fails when none comes back within twice this (docs/CLUSTER.md).
+    /// again on the other executors. At least 10 (a busy executor asks every 5 s), at most a
+    /// week (604800). A job whose last executor is gone fails when none comes back within twice
+    /// this (docs/CLUSTER.md).
     #[arg(
         long,
         value_name = "SECONDS",
         default_value_t = ballista::DEFAULT_EXECUTOR_TIMEOUT_SECONDS,
-        value_parser = clap::value_parser!(u64).range(10..)
+        value_parser = clap::value_parser!(u64).range(10..=604_800)
     )]
     pub executor_timeout: u64,
 }
@@ -208,6 +209,12 @@ pub struct FingerprintArgs {
 }
 
 /// `--plan` on `run` and `match`.
+/// `generate --collage-sources` at most: a trillion documents, far beyond any disk, and a
+/// number every later sum of documents holds without wrapping.
+const MOST_COLLAGE_SOURCES: u64 = 1_000_000_000_000;
+/// `generate --max-copies` at most: a million copies of one source.
+const MOST_COPIES: u64 = 1_000_000;
+
 const PLAN_HELP: &str = "Band plan that finds the candidate pairs: auto (the planner picks the \
 cheapest for the fingerprints at hand), bands[:B] (B bands; bands alone: k + 1), mih[:M[:R]] \
 (multi-index hashing: M substrings searched within radius R; mih:M: R = k / M), \
@@ -273,11 +280,12 @@ pub struct GenerateArgs {
     /// Made-up sources to add after the input's, for corpora larger than the input
     /// ('collage-N': sentences of three random input documents of one script, as long as a
     /// random input document). Rows are streamed, so ten million documents take no more memory
-    /// than a thousand.
-    #[arg(long, default_value_t = 0, value_name = "N")]
-    pub collage_sources: usize,
-    /// Most copies per source (each source gets 0..=this many).
-    #[arg(long, default_value_t = 3)]
+    /// than a thousand. At most a trillion.
+    #[arg(long, default_value_t = 0, value_name = "N",
+          value_parser = clap::value_parser!(u64).range(..=MOST_COLLAGE_SOURCES))]
+    pub collage_sources: u64,
+    /// Most copies per source (each source gets 0..=this many; at most a million).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(..=MOST_COPIES))]
     pub max_copies: u64,
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
@@ -324,7 +332,9 @@ pub struct EvalArgs {
     /// `negative`: a negative, so every predicted pair (two documents in one group) that is not
     /// listed is a false positive (for files that list positives and ambiguous pairs only, like
     /// drift_dev's pairs.parquet). Label -1 pairs are ignored either way.
-    #[arg(long, value_enum, default_value_t = crate::commands::eval::Unlisted::Ignore, requires = "labels")]
+    // Checked by eval itself rather than clap's `requires`, whose message would ask for
+    // --labels beside --truth.
+    #[arg(long, value_enum, default_value_t = crate::commands::eval::Unlisted::Ignore)]
     pub unlisted: crate::commands::eval::Unlisted,
     /// Score every k in a range, e.g. 0..=3 (up to the run's k).
     #[arg(long, value_name = "LOW..=HIGH", value_parser = Cut(parse_sweep))]
@@ -655,7 +665,7 @@ pub struct ConsoleArgs {
     /// Inputs and --output must be paths every executor reads and writes at the same place
     /// (docs/CLUSTER.md).
     /// `dfs://host:port` is the same over TLS (a scheduler started with --tls-cert).
-    #[arg(long, value_name = "df://HOST:PORT", value_parser = Cluster::parse)]
+    #[arg(long, value_name = "df://HOST:PORT", value_parser = Cut(Cluster::parse))]
     pub cluster: Option<Cluster>,
     /// With --cluster dfs://...: the authority (PEM) that signed the scheduler's and the
     /// executors' certificates [default: the system's roots].
@@ -829,7 +839,8 @@ in -f files or on standard input): all run, the last one's result is written.\nW
 query is an interactive shell: statements end with ';' and may span lines, \\d lists the tables, \\d NAME \
 shows a table's columns, \\q quits; history is kept in ~/.neardup_history (or $NEARDUP_HISTORY).\nFunctions: simhash(text [, options]), simhash_details(text [, options]), \
 simhash_sketch(text [, options]), sketch_similarity(a, b), clean_text(text [, options]), hamming(a, b), bucket(simhash, n), band_key(simhash, band, plan), \
-shared_band(a, b, plan), and the aggregate band_pairs(simhash, band, k [, plan]). Options are run's --features string, e.g. 'mode=chars,n=3'."
+shared_band(a, b, plan), signed_bits(simhash) and unsigned_bits(bits) (a fingerprint as Int64 and back, for tables without unsigned integers), \
+and the aggregate band_pairs(simhash, band, k [, plan]). Options are run's --features string, e.g. 'mode=chars,n=3'."
 )]
 pub struct QueryArgs {
     /// Output folder of a run, or its URL on an object store; its tables and its input (as
@@ -891,7 +902,8 @@ impl GenerateArgs {
             id_column: self.id_column,
             text_column: self.text_column,
             sources: self.sources,
-            collage_sources: self.collage_sources,
+            // At most MOST_COLLAGE_SOURCES (clap's range), which a usize holds.
+            collage_sources: self.collage_sources as usize,
             max_copies: self.max_copies,
             seed: self.seed,
             overwrite: self.overwrite,

@@ -34,13 +34,17 @@ pub async fn execute(cli: Cli) -> Result<()> {
             let quiet = args.console.quiet;
             run_job(args.request(), quiet).await?
         }
-        Command::Eval(args) => print!("{}", eval::eval(&args.options()).await?),
-        Command::Explain(args) => print!("{}", explain::explain(&args.options()?).await?),
-        Command::Report(args) => print!("{}", html_report::report(&args.options()).await?),
+        Command::Eval(args) => crate::terminal::print_answer(&eval::eval(&args.options()).await?),
+        Command::Explain(args) => {
+            crate::terminal::print_answer(&explain::explain(&args.options()?).await?)
+        }
+        Command::Report(args) => {
+            crate::terminal::print_answer(&html_report::report(&args.options()).await?)
+        }
         Command::Generate(args) => {
             let options = args.options();
             let (sources, documents) = generate::generate_corpus(&options).await?;
-            println!(
+            crate::to_stdout!(
                 "{documents} documents from {sources} sources in {}; truth in {}",
                 options.output.display(),
                 options.truth.display()
@@ -49,13 +53,15 @@ pub async fn execute(cli: Cli) -> Result<()> {
         Command::GenerateFingerprints(args) => {
             let options = args.options();
             let planted = generate_fingerprints::write_fingerprints(&options)?;
-            println!(
+            crate::to_stdout!(
                 "{} fingerprints ({planted} planted neighbours) in {}",
                 options.count,
                 options.output.display()
             );
         }
-        Command::Plan(args) => print!("{}", plan::compare_plans(&args.options()).await?),
+        Command::Plan(args) => {
+            crate::terminal::print_answer(&plan::compare_plans(&args.options()).await?)
+        }
         Command::Scheduler(args) => {
             let access = args.access.access()?;
             ballista::run_scheduler(

@@ -7,7 +7,7 @@ use crate::storage::Place;
 
 pub fn report(summary: &Summary, output: &Place) {
     let c = &summary.counts;
-    println!(
+    crate::to_stdout!(
         "{} documents ({} with NULL text, {} with nothing to fingerprint): {} pairs within k = {}, \
          {} groups holding {} documents, {} removed.",
         c.documents,
@@ -20,28 +20,29 @@ pub fn report(summary: &Summary, output: &Place) {
         c.documents_removed
     );
     if summary.parameters.pairs == PairsListed::All && c.pairs > 10 * c.documents.max(1) {
-        println!(
+        crate::to_stdout!(
             "Note: {} pairs for {} documents: many copies of the same pages. --pairs star lists \
              at most one pair per document (plus one per fingerprint pair) with the same groups.",
-            c.pairs, c.documents
+            c.pairs,
+            c.documents
         );
     }
-    println!("Outputs in {output} ({:.2} s):", summary.total_seconds);
+    crate::to_stdout!("Outputs in {output} ({:.2} s):", summary.total_seconds);
     match output {
         Place::Local(path) => {
             for table in OUTPUT_TABLES {
                 if path.join(table).is_dir() {
-                    println!("  {}/", path.join(table).display());
+                    crate::to_stdout!("  {}/", path.join(table).display());
                 }
             }
-            println!("  {}", path.join(SUMMARY_FILE).display());
+            crate::to_stdout!("  {}", path.join(SUMMARY_FILE).display());
         }
-        Place::Remote(_) => println!(
+        Place::Remote(_) => crate::to_stdout!(
             "  {} (the manifest: it names the run's tables and {SUMMARY_FILE})",
             output.join("_SUCCESS")
         ),
     }
-    println!(
+    crate::to_stdout!(
         "Ask: neardup query --data {output} \"SELECT group_id, count(*) AS docs FROM groups GROUP BY 1 ORDER BY 2 DESC LIMIT 10\""
     );
 }

@@ -32,7 +32,7 @@ pub struct FeaturesArg {
 
 /// A value parser whose error echoes the value cut to `crate::error::ECHO_LIMIT` characters
 /// (clap's own message for a function parser repeats the whole value, 120 KB of --features
-/// included).
+/// included), and without what may be a password (before an '@') or a signature (after a '?').
 #[derive(Clone)]
 pub struct Cut<F>(pub F);
 
@@ -59,7 +59,7 @@ where
                 format!(
                     "invalid value '{}' for '{arg}': {message}\n\nFor more information, try \
                      '--help'.",
-                    crate::error::echo(text)
+                    crate::error::echo(&crate::storage::redacted(text))
                 ),
             )
             .with_cmd(cmd)

@@ -352,11 +352,8 @@ impl PairBook {
         let shown = || format!("({a}, {b})");
         // A bad label is a malformed file whatever the ids: checked first.
         let Some(label) = label.and_then(Label::from_value) else {
-            self.bad_label_count += 1;
-            if self.bad_labels.len() < EXAMPLES {
-                let value = label.map_or("NULL".to_string(), |v| v.to_string());
-                self.bad_labels.push(format!("{value} for {}", shown()));
-            }
+            let value = label.map_or("NULL".to_string(), |v| v.to_string());
+            self.refuse(a, b, &value);
             return;
         };
         if a == b {
@@ -396,6 +393,14 @@ impl PairBook {
                     self.conflicts.push((key, shown()));
                 }
             }
+        }
+    }
+
+    /// One row whose label, `value` as written, is not 1, 0 or -1: the file is refused.
+    pub fn refuse(&mut self, a: &str, b: &str, value: &str) {
+        self.bad_label_count += 1;
+        if self.bad_labels.len() < EXAMPLES {
+            self.bad_labels.push(format!("{value} for ({a}, {b})"));
         }
     }
 
@@ -554,6 +559,15 @@ struct RunTables {
     pairs: Vec<(usize, usize, u8)>,
 }
 
+/// A table of the output holds a column of another type than a run writes (the folder was
+/// edited, or written by something else).
+fn not_a_runs_column(table: &str, column: &str, found: &DataType, written: &str) -> Error {
+    Error::Input(format!(
+        "{table}.{column} is {found}, where a neardup run writes {written}: this output's tables \
+         were changed after the run; run it again"
+    ))
+}
+
 async fn load_run(ctx: &SessionContext) -> Result<RunTables> {
     let mut index = HashMap::new();
     let mut fingerprints = Vec::new();
@@ -571,9 +585,10 @@ async fn load_run(ctx: &SessionContext) -> Result<RunTables> {
                 .iter()
                 .map(|f| f.and_then(crate::udf::wide_value))
                 .collect(),
-            _ => batch
+            other => batch
                 .column(1)
-                .as_primitive::<UInt64Type>()
+                .as_primitive_opt::<UInt64Type>()
+                .ok_or_else(|| not_a_runs_column("signatures", "simhash", other, "UInt64"))?
                 .iter()
                 .map(|f| f.map(u128::from))
                 .collect(),
@@ -590,7 +605,12 @@ async fn load_run(ctx: &SessionContext) -> Result<RunTables> {
             batch.column(0).as_string::<i32>(),
             batch.column(1).as_string::<i32>(),
         );
-        let d = batch.column(2).as_primitive::<UInt8Type>();
+        let d = batch
+            .column(2)
+            .as_primitive_opt::<UInt8Type>()
+            .ok_or_else(|| {
+                not_a_runs_column("pairs", "distance", batch.column(2).data_type(), "UInt8")
+            })?;
         for i in 0..batch.num_rows() {
             if let (Some(&x), Some(&y)) = (index.get(a.value(i)), index.get(b.value(i))) {
                 pairs.push((x, y, d.value(i)));
@@ -797,7 +817,7 @@ async fn score_labels(
 ) -> Result<UnknownIds> {
     let labelled = read_labels(ctx, run, labels).await?;
     for warning in labelled.warnings(labels) {
-        eprintln!("neardup: warning: {warning}");
+        crate::to_stderr!("neardup: warning: {warning}");
     }
     fill_label_counts(report, run, &labelled, options.unlisted);
     for &k in ks {
@@ -830,13 +850,20 @@ async fn read_labels(
         .context(|| "reading the labels".into())?
         .schema()
         .has_column_with_unqualified_name("label");
-    let label = if has_label {
-        "CAST(label AS BIGINT)"
+    // The label as a whole number, NULL where it is not one (0.5 would otherwise cast to 0),
+    // and as written, to name such rows.
+    let (label, written) = if has_label {
+        (
+            "CASE WHEN CAST(label AS DOUBLE) = CAST(CAST(label AS BIGINT) AS DOUBLE) \
+             THEN CAST(label AS BIGINT) END",
+            "arrow_cast(label, 'Utf8')",
+        )
     } else {
-        "1"
+        ("1", "'1'")
     };
-    let sql =
-        format!("SELECT arrow_cast(id_a, 'Utf8'), arrow_cast(id_b, 'Utf8'), {label} FROM labels");
+    let sql = format!(
+        "SELECT arrow_cast(id_a, 'Utf8'), arrow_cast(id_b, 'Utf8'), {label}, {written} FROM labels"
+    );
     let mut book = PairBook::default();
     for batch in query_batches(ctx, &sql).await? {
         let (a, b) = (
@@ -844,7 +871,12 @@ async fn read_labels(
             batch.column(1).as_string::<i32>(),
         );
         let label = batch.column(2).as_primitive::<Int64Type>();
+        let written = batch.column(3).as_string::<i32>();
         for i in 0..batch.num_rows() {
+            if label.is_null(i) && !written.is_null(i) {
+                book.refuse(a.value(i), b.value(i), written.value(i));
+                continue;
+            }
             let value = (!label.is_null(i)).then(|| label.value(i));
             book.add(a.value(i), b.value(i), value, &run.index);
         }

@@ -96,6 +96,22 @@ pub async fn query(options: &QueryOptions) -> Result<()> {
         Some(out) => Some(Place::parse(&out.to_string_lossy(), OUT_ROLE)?),
         None => None,
     };
+    // A committed output or an index is read by later queries and runs as it was committed: a
+    // result file inside it would become part of one of its tables, or replace its summary.
+    if let Some(Place::Local(path)) = &out {
+        for (role, folder) in [("--data", &options.data), ("--index", &options.index)] {
+            if let Some(folder) = folder
+                && crate::engine::staging::is_inside(path, folder)
+            {
+                return Err(Error::Usage(format!(
+                    "--out {} is inside {role} {}, which later queries and runs read as it was \
+                     committed; write the result elsewhere",
+                    path.display(),
+                    folder.display()
+                )));
+            }
+        }
+    }
     // Checked before any work; a local file is checked again when it is created.
     match &out {
         Some(Place::Local(path)) => check_target(path, OUT_ROLE, existing)?,
@@ -578,7 +594,7 @@ async fn register_run_input(ctx: &SessionContext, summary: &Summary) -> Result<(
         if let Place::Local(file) = Place::parse(input, "input")?
             && !file.is_file()
         {
-            eprintln!(
+            crate::to_stderr!(
                 "neardup: warning: table corpus not available: input {} is gone",
                 file.display()
             );

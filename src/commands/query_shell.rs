@@ -72,12 +72,12 @@ pub async fn shell(ctx: &SessionContext, options: &QueryOptions) -> Result<()> {
                     match shell_command(ctx, command.trim_end_matches(';').trim()).await {
                         Ok(ShellStep::Continue) => {}
                         Ok(ShellStep::Quit) => break,
-                        Err(e) => eprintln!("neardup: error: {e}"),
+                        Err(e) => crate::to_stderr!("neardup: error: {e}"),
                     }
                     continue;
                 }
                 if let Err(e) = run_entry(ctx, options, entry).await {
-                    eprintln!("neardup: error: {e}");
+                    crate::to_stderr!("neardup: error: {e}");
                 }
             }
             Err(ReadlineError::Interrupted) => continue,
@@ -130,7 +130,7 @@ async fn run_entry(ctx: &SessionContext, options: &QueryOptions, sql: &str) -> R
         None => {
             // The result may have stopped mid-line.
             println!();
-            eprintln!("neardup: query stopped");
+            crate::to_stderr!("neardup: query stopped");
             Ok(())
         }
     }
@@ -215,7 +215,7 @@ fn save_history(editor: &mut Editor<StatementEnd, DefaultHistory>, file: Option<
     if let Some(file) = file
         && let Err(e) = editor.save_history(file)
     {
-        eprintln!(
+        crate::to_stderr!(
             "neardup: warning: cannot save the shell's history to {}: {e}",
             file.display()
         );

@@ -11,10 +11,12 @@
 //! The job writes its tables as usual, into a work folder of its own under the output; at the
 //! end each table is written into its Delta table in one commit (delta-rs's writer: Parquet
 //! files with column statistics, then the log entry), and summary.json is written last. A
-//! table's readers see its previous version or the new one, whole. A run stopped between two
-//! commits leaves some tables at their new version and summary.json at the old ones; the next
-//! run says which, and with `--append` first restores them to the versions summary.json names,
-//! so that no batch is appended twice.
+//! table's readers see its previous version or the new one, whole. A commit that fails, and
+//! Ctrl-C during the commits (the interrupt handler leaves it to them), put the tables already
+//! committed back at their earlier versions. A run killed between two commits leaves some
+//! tables at their new version and summary.json at the old ones; the next run says which, and
+//! with `--append` first restores them to the versions summary.json names, so that no batch is
+//! appended twice.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -173,6 +175,7 @@ impl DeltaStaging {
         let ctx = crate::engine::session::session_context()?;
         let mut versions = BTreeMap::new();
         for table in OUTPUT_TABLES {
+            self.stop_if_interrupted(&versions).await?;
             let staged = self.place().join(table);
             if !has_files(&staged).await? {
                 continue;
@@ -184,12 +187,31 @@ impl DeltaStaging {
                     stop_for_tests(table);
                 }
                 Err(e) => {
-                    restore_or_warn(&self.output, &versions).await;
+                    self.put_back(&versions).await;
                     return Err(e);
                 }
             }
         }
+        self.stop_if_interrupted(&versions).await?;
         Ok(versions)
+    }
+
+    /// The tables this run committed (`versions`) back at their earlier versions, and its
+    /// output's summary.json as it was.
+    async fn put_back(&self, versions: &BTreeMap<String, TableVersion>) {
+        put_back(&self.output, versions, self.previous_summary.as_deref()).await;
+    }
+
+    /// After Ctrl-C (which the handler leaves to the commits while they run): the tables
+    /// committed so far are put back, and the commits stop.
+    async fn stop_if_interrupted(&self, versions: &BTreeMap<String, TableVersion>) -> Result<()> {
+        if !crate::engine::staging::interrupted() {
+            return Ok(());
+        }
+        self.put_back(versions).await;
+        Err(Error::Input(
+            "interrupted while the Delta tables were committed".into(),
+        ))
     }
 
     async fn commit_table(
@@ -290,42 +312,49 @@ impl Committed {
     /// Puts the tables back at the versions they had before the run, and summary.json as it
     /// was: the run can then be repeated as it was.
     pub async fn roll_back(&self) {
-        let Some(output) = &self.output else {
+        if let Some(output) = &self.output {
+            put_back(output, &self.versions, self.previous_summary.as_deref()).await;
+        }
+    }
+}
+
+/// Puts the tables a run committed (`versions`) back at their earlier versions, and the
+/// summary.json before the run (`previous`) back in place with each restored table at the
+/// version of its restore (a restore is a commit of its own), so that the next run finds the
+/// tables where the summary says.
+async fn put_back(
+    output: &Place,
+    versions: &BTreeMap<String, TableVersion>,
+    previous: Option<&[u8]>,
+) {
+    let restored = match restore(output, versions).await {
+        Ok(restored) => restored,
+        Err(e) => {
+            crate::to_stderr!(
+                "neardup: warning: the tables of {output} could not all be restored ({e}); the \
+                 next run over it names them"
+            );
             return;
-        };
-        let restored = match restore(output, &self.versions).await {
-            Ok(restored) => restored,
-            Err(e) => {
-                eprintln!(
-                    "neardup: warning: the tables of {output} could not all be restored ({e}); \
-                     the next run over it names them"
-                );
-                return;
-            }
-        };
-        let place = output.join(SUMMARY_FILE);
-        // The previous summary, with each restored table at the version of its restore.
-        let previous = self
-            .previous_summary
-            .as_ref()
-            .and_then(|bytes| Summary::from_json(bytes, &place.to_string()).ok());
-        let _ = match previous {
-            Some(mut summary) => {
-                if let Some(tables) = &mut summary.delta_tables {
-                    for (name, version) in &restored {
-                        if let Some(entry) = tables.get_mut(name) {
-                            entry.version = *version;
-                        }
+        }
+    };
+    let place = output.join(SUMMARY_FILE);
+    let previous = previous.and_then(|bytes| Summary::from_json(bytes, &place.to_string()).ok());
+    let _ = match previous {
+        Some(mut summary) => {
+            if let Some(tables) = &mut summary.delta_tables {
+                for (name, version) in &restored {
+                    if let Some(entry) = tables.get_mut(name) {
+                        entry.version = *version;
                     }
                 }
-                match serde_json::to_string_pretty(&summary) {
-                    Ok(json) => write_small(&place, (json + "\n").into_bytes()).await,
-                    Err(_) => Ok(()),
-                }
             }
-            None => remove_place(&place).await,
-        };
-    }
+            match serde_json::to_string_pretty(&summary) {
+                Ok(json) => write_small(&place, (json + "\n").into_bytes()).await,
+                Err(_) => Ok(()),
+            }
+        }
+        None => remove_place(&place).await,
+    };
 }
 
 /// The job's session with delta-rs's planner, which plans the writer's own plan nodes.
@@ -337,9 +366,18 @@ fn delta_planning(ctx: &SessionContext) -> datafusion::execution::SessionState {
 
 /// `NEARDUP_STOP_AFTER_DELTA_COMMIT=<table>` ends the process, as `kill -9` would, right after
 /// that table's commit: a test's way to stop a run between two commits.
+/// `NEARDUP_PAUSE_AFTER_DELTA_COMMIT=<table>` holds the run there for up to a minute, or until
+/// Ctrl-C, so that a test can interrupt it between two commits.
 fn stop_for_tests(table: &str) {
     if std::env::var_os("NEARDUP_STOP_AFTER_DELTA_COMMIT").is_some_and(|t| t == table) {
         std::process::abort();
+    }
+    if std::env::var_os("NEARDUP_PAUSE_AFTER_DELTA_COMMIT").is_some_and(|t| t == table) {
+        crate::to_stderr!("neardup: pausing after the commit of {table}");
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !crate::engine::staging::interrupted() && std::time::Instant::now() < until {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
     }
 }
 
@@ -354,7 +392,7 @@ async fn restore(
         let place = output.join(name);
         let Some(previous) = version.previous else {
             remove_place(&place).await?;
-            eprintln!("neardup: removed {place}, which the run had created");
+            crate::to_stderr!("neardup: removed {place}, which the run had created");
             continue;
         };
         let Some(table) = open(&place, &At::Latest).await? else {
@@ -365,20 +403,10 @@ async fn restore(
             .with_version_to_restore(previous)
             .await
             .map_err(|e| delta_error(&place, e))?;
-        eprintln!("neardup: restored {place} to the rows of version {previous}");
+        crate::to_stderr!("neardup: restored {place} to the rows of version {previous}");
         restored.insert(name.clone(), version_of(&table));
     }
     Ok(restored)
-}
-
-/// `restore` where nothing more can be done about a failure than saying so.
-async fn restore_or_warn(output: &Place, versions: &BTreeMap<String, TableVersion>) {
-    if let Err(e) = restore(output, versions).await {
-        eprintln!(
-            "neardup: warning: the tables of {output} could not all be restored ({e}); the next \
-             run over it names them"
-        );
-    }
 }
 
 /// Tables newer than summary.json says were committed by a run that stopped before writing
@@ -400,7 +428,7 @@ async fn check_versions(
         match recorded.get(name) {
             Some(v) if v.version == latest => {}
             Some(v) => {
-                eprintln!(
+                crate::to_stderr!(
                     "neardup: {place} is at version {latest}, but {SUMMARY_FILE} records \
                      version {}: a run stopped during its commits",
                     v.version
@@ -420,7 +448,7 @@ async fn check_versions(
                      --overwrite instead of --append"
                 )));
             }
-            None => eprintln!(
+            None => crate::to_stderr!(
                 "neardup: {place} is at version {latest}, which no {SUMMARY_FILE} records: a \
                  run stopped during its commits; this run's overwrite replaces it"
             ),

@@ -84,6 +84,14 @@ impl Cluster {
         if text == "standalone" {
             return Ok(Cluster::Standalone);
         }
+        // Never echoed: what comes before an '@' may be a password.
+        if text.contains('@') {
+            return Err(format!(
+                "a scheduler address holds no user or password; write df://host:port, and give \
+                 the cluster's token in {} or --token-file (docs/CLUSTER.md)",
+                crate::engine::cluster_access::TOKEN_VARIABLE
+            ));
+        }
         let (address, tls) = match (text.strip_prefix("df://"), text.strip_prefix("dfs://")) {
             (Some(address), _) => (address, false),
             (_, Some(address)) => (address, true),
@@ -537,7 +545,12 @@ fn http_answer_complete(answer: &[u8]) -> bool {
             None
         }
     });
-    length.is_some_and(|length| answer.len() >= end + 4 + length)
+    // A Content-Length near usize's end (from whatever answers at the address) must not wrap.
+    length.is_some_and(|length| {
+        (end + 4)
+            .checked_add(length)
+            .is_some_and(|whole| answer.len() >= whole)
+    })
 }
 
 /// Reads the head of an HTTP/1.1 answer, or says what answered instead.
@@ -679,7 +692,7 @@ fn watch_executors<T: Send + Sync + 'static>(
             match problem {
                 None => {
                     if missing_since.take().is_some() {
-                        eprintln!(
+                        crate::to_stderr!(
                             "neardup: an executor is alive at the scheduler at {host}:{port}; \
                              the job goes on"
                         );
@@ -688,14 +701,14 @@ fn watch_executors<T: Send + Sync + 'static>(
                 Some(problem) => {
                     let since = *missing_since.get_or_insert_with(|| {
                         if matches!(reading, Ok(Readiness::NoExecutor)) {
-                            eprintln!(
+                            crate::to_stderr!(
                                 "neardup: waiting for an executor to register with the \
                                  scheduler at {host}:{port} (giving up after {} s; \
                                  --executor-timeout)",
                                 wait.as_secs_f64()
                             );
                         } else {
-                            eprintln!(
+                            crate::to_stderr!(
                                 "neardup: the scheduler at {host}:{port} does not answer; \
                                  waiting up to {} s for it",
                                 wait.as_secs_f64()
@@ -777,10 +790,10 @@ pub fn cancel_live_job() -> bool {
 /// comes back; otherwise Ballista fails it twice the scheduler's `--executor-timeout` after it
 /// lost its last executor (one that no executor ever ran stays queued there).
 fn give_up(message: &str) -> ! {
-    eprintln!("neardup: error: {message}");
+    crate::to_stderr!("neardup: error: {message}");
     cancel_live_job();
     if crate::engine::staging::remove_live_staging() {
-        eprintln!("neardup: nothing was written (an earlier output is untouched)");
+        crate::to_stderr!("neardup: nothing was written (an earlier output is untouched)");
     }
     std::process::exit(1);
 }
@@ -821,7 +834,7 @@ pub async fn run_scheduler(
         scheduling_policy: SCHEDULING,
         executor_timeout_seconds,
         expire_dead_executor_interval_seconds: (executor_timeout_seconds / 5).clamp(1, 15),
-        no_executors_grace_period_seconds: 2 * executor_timeout_seconds,
+        no_executors_grace_period_seconds: executor_timeout_seconds.saturating_mul(2),
         use_tls: access.has_tls(),
         override_create_grpc_client_endpoint: Some(access.endpoint_override()),
         override_session_builder: Some(Arc::new(|config| {
@@ -850,7 +863,7 @@ pub async fn run_scheduler(
         None => tonic::transport::Server::builder(),
     };
     let scheme = if access.has_tls() { "dfs" } else { "df" };
-    eprintln!(
+    crate::to_stderr!(
         "neardup: scheduler listening on {address} ({scheme}://; {})",
         describe_access(access)
     );
@@ -999,7 +1012,9 @@ fn scheduler_routes(
                     // Listed first: an executor may ask while the cancel goes on.
                     listed.add(&id);
                     if scheduler.cancel_job(job.job_id).await.is_ok() {
-                        eprintln!("neardup: cancelled job {id} ({name}) as its client asked");
+                        crate::to_stderr!(
+                            "neardup: cancelled job {id} ({name}) as its client asked"
+                        );
                         cancelled += 1;
                     }
                 }
@@ -1060,7 +1075,7 @@ pub async fn run_executor(options: &ExecutorOptions) -> Result<()> {
     else {
         return Err(Error::Usage(format!(
             "--scheduler {}: write host:port, e.g. localhost:{DEFAULT_SCHEDULER_PORT}",
-            options.scheduler
+            crate::storage::redacted(&address)
         )));
     };
     let access = &options.access;
@@ -1127,7 +1142,7 @@ pub async fn run_executor(options: &ExecutorOptions) -> Result<()> {
         ))),
         ..defaults
     };
-    eprintln!(
+    crate::to_stderr!(
         "neardup: executor on {} working for the scheduler at {} ({})",
         options.bind,
         options.scheduler,
@@ -1280,7 +1295,7 @@ async fn wait_for_scheduler(
                     )));
                 }
                 if !said {
-                    eprintln!(
+                    crate::to_stderr!(
                         "neardup: waiting for the scheduler at {host}:{port} ({e}); giving up \
                          after {} s",
                         wait.as_secs_f64()
@@ -1352,6 +1367,15 @@ mod tests {
             "df://h:70000",
         ] {
             assert!(Cluster::parse(bad).is_err(), "{bad} accepted");
+        }
+        for secret in [
+            "df://admin:s3cr3t@h:1",
+            "dfs://s3cr3t@h",
+            "http://u:s3cr3t@h",
+        ] {
+            let refused = Cluster::parse(secret).unwrap_err();
+            assert!(!refused.contains("s3cr3t"), "{refused}");
+            assert!(refused.contains("no user or password"), "{refused}");
         }
     }
 

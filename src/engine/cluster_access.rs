@@ -340,7 +340,7 @@ pub fn check_bind(
 ) -> Result<()> {
     if address.ip().is_loopback() || access.has_token() || access.verifies_clients() {
         if !address.ip().is_loopback() && !access.has_tls() {
-            eprintln!(
+            crate::to_stderr!(
                 "neardup: warning: the {role} listens on {address} without TLS: the token's \
                  proof and the data cross the network in clear (give --tls-cert and --tls-key)"
             );
@@ -354,7 +354,7 @@ pub fn check_bind(
         _ => "fetch this executor's shuffle data and results",
     };
     if insecure {
-        eprintln!(
+        crate::to_stderr!(
             "neardup: warning: the {role} listens on {address} with no token and no client \
              certificates (--insecure): anyone who reaches that port can {exposure}"
         );

@@ -229,7 +229,7 @@ impl RemoteStaging {
             .map_err(|e| Error::Internal(format!("writing the manifest: {e}")))?;
         self.output.child(COMPLETE_MARKER).write(json).await?;
         if let Err(e) = remove_unnamed_runs(&self.output, Some(&manifest)).await {
-            eprintln!(
+            crate::to_stderr!(
                 "neardup: warning: the output is committed, but an earlier run's tables could \
                  not be removed ({e}); the next run removes them"
             );

@@ -25,6 +25,65 @@ pub fn interrupted() -> bool {
     INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst)
 }
 
+/// Where the commits of a Delta output stand, for the interrupt handler. Those commits are
+/// one per table: ending the process between two would leave tables of two runs side by
+/// side, so while they run an interrupt is left to them (they stop before the next table and
+/// put back those already committed) instead of ending the process at once.
+#[derive(Default)]
+struct Commits {
+    running: bool,
+    /// The handler has begun ending the process: no commit may start.
+    stopping: bool,
+    /// The handler left the interrupt to the commits.
+    deferred: bool,
+}
+
+static COMMITS: Mutex<Commits> = Mutex::new(Commits {
+    running: false,
+    stopping: false,
+    deferred: false,
+});
+
+/// While alive, an interrupt is left to the commits ([`defer_interrupt_to_commits`]).
+pub struct CommitsRunning(());
+
+impl Drop for CommitsRunning {
+    fn drop(&mut self) {
+        if let Ok(mut commits) = COMMITS.lock() {
+            commits.running = false;
+        }
+    }
+}
+
+/// Marks the start of a Delta output's commits. Refused once the interrupt handler has begun
+/// ending the process (it exits in a moment; nothing is committed).
+pub fn begin_commits() -> Result<CommitsRunning> {
+    let mut commits = COMMITS.lock().unwrap_or_else(|e| e.into_inner());
+    if commits.stopping || interrupted() {
+        return Err(Error::Input("interrupted before the commits".into()));
+    }
+    commits.running = true;
+    Ok(CommitsRunning(()))
+}
+
+/// For the interrupt handler: true when commits are running, which then stop at the next table
+/// (they check [`interrupted`]) and the job ends with exit code 130; false when the handler
+/// ends the process itself, and no commit may begin after this.
+pub fn defer_interrupt_to_commits() -> bool {
+    let mut commits = COMMITS.lock().unwrap_or_else(|e| e.into_inner());
+    if commits.running {
+        commits.deferred = true;
+    } else {
+        commits.stopping = true;
+    }
+    commits.running
+}
+
+/// Whether the handler left an interrupt to the commits (so `main` ends the process).
+pub fn interrupt_deferred() -> bool {
+    COMMITS.lock().is_ok_and(|commits| commits.deferred)
+}
+
 /// Removes every staging folder and partial file this process still has; called on Ctrl-C or
 /// SIGTERM. Says whether there was any (a scheduler or an executor has none).
 pub fn remove_live_staging() -> bool {
@@ -177,6 +236,14 @@ impl StagingDir {
                     target.display()
                 )));
             }
+            if is_output_dir(&target) && !summary_written_by_neardup(&target) {
+                return Err(Error::Usage(format!(
+                    "refusing to replace {}: its {SUMMARY_FILE} was not written by neardup (it \
+                     has no neardup_version and parameters), so the folder may be another \
+                     tool's output; choose another --output",
+                    target.display()
+                )));
+            }
             let others = other_entries(&target)?;
             if !others.is_empty() && overwrite != Overwrite::KeepingOthers {
                 return Err(Error::Usage(format!(
@@ -287,7 +354,7 @@ fn remove_abandoned_staging(parent: &Path, name: &str) {
             } else if is_old_output {
                 // Killed after the new output was in place: the user's files still go there.
                 if let Err(e) = retire_old_output(&entry.path(), &target) {
-                    eprintln!("neardup: warning: {e}");
+                    crate::to_stderr!("neardup: warning: {e}");
                 }
             } else {
                 let _ = std::fs::remove_dir_all(entry.path());
@@ -387,6 +454,11 @@ pub fn refuse_overlap(output: &Path, role: &str, path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Whether `path` is `folder` or inside it, with symbolic links resolved as far as they exist.
+pub fn is_inside(path: &Path, folder: &Path) -> bool {
+    resolved(path).starts_with(resolved(folder))
+}
+
 /// `path` with symbolic links resolved as far as it exists (the rest appended), so two
 /// spellings of one folder compare equal.
 fn resolved(path: &Path) -> PathBuf {
@@ -412,6 +484,26 @@ pub fn is_output_dir(dir: &Path) -> bool {
     dir.join(COMPLETE_MARKER).is_file() && dir.join(SUMMARY_FILE).is_file()
 }
 
+/// A summary.json larger than this is not one neardup wrote (its own are a few KB).
+const LARGEST_SUMMARY: u64 = 16 << 20;
+
+/// True when `dir`'s summary.json is neardup's: a JSON object with the version that wrote it
+/// and the run's parameters. Other tools also mark finished folders with `_SUCCESS` (Spark,
+/// Hadoop) and may write a summary.json of their own; `--overwrite` must not take those.
+fn summary_written_by_neardup(dir: &Path) -> bool {
+    let path = dir.join(SUMMARY_FILE);
+    let small = std::fs::metadata(&path).is_ok_and(|m| m.len() <= LARGEST_SUMMARY);
+    let Some(bytes) = small.then(|| std::fs::read(&path).ok()).flatten() else {
+        return false;
+    };
+    serde_json::from_slice::<serde_json::Value>(&bytes).is_ok_and(|summary| {
+        summary
+            .get("neardup_version")
+            .is_some_and(|v| v.is_string())
+            && summary.get("parameters").is_some_and(|p| p.is_object())
+    })
+}
+
 fn is_empty_dir(dir: &Path) -> Result<bool> {
     let mut entries = std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
     Ok(entries.next().is_none())
@@ -426,12 +518,17 @@ pub fn has_glob_characters(path: &Path) -> bool {
 mod tests {
     use super::*;
 
+    /// A summary.json as neardup writes it, as far as `--overwrite` looks.
+    fn summary(run: &str) -> String {
+        format!("{{\"neardup_version\": \"{run}\", \"parameters\": {{}}}}")
+    }
+
     #[test]
     fn commit_moves_into_place_and_drop_cleans_up() {
         let root = tempfile::tempdir().unwrap();
         let target = root.path().join("out");
         let staging = StagingDir::create(&target, Overwrite::No).unwrap();
-        std::fs::write(staging.path().join(SUMMARY_FILE), "{}").unwrap();
+        std::fs::write(staging.path().join(SUMMARY_FILE), summary("test")).unwrap();
         let staged = staging.path().to_path_buf();
         staging.commit().unwrap();
         assert!(is_output_dir(&target));
@@ -472,11 +569,38 @@ mod tests {
         assert!(root.path().join("precious.txt").exists());
     }
 
+    /// Another tool's finished folder (Spark and Hadoop mark theirs with `_SUCCESS`) with a
+    /// summary.json of its own is not taken for an output, with or without --keep-other-files.
+    #[test]
+    fn never_replaces_another_tools_folder_with_a_summary_of_its_own() {
+        let root = tempfile::tempdir().unwrap();
+        let target = root.path().join("theirs");
+        std::fs::create_dir_all(target.join("groups")).unwrap();
+        std::fs::write(target.join(COMPLETE_MARKER), "").unwrap();
+        for own in ["{\"my\": \"own\"}", "{}", "not json", "[1, 2]"] {
+            std::fs::write(target.join(SUMMARY_FILE), own).unwrap();
+            std::fs::write(target.join("groups/members.csv"), "data").unwrap();
+            for overwrite in [Overwrite::Owned, Overwrite::KeepingOthers] {
+                let err = StagingDir::create(&target, overwrite).unwrap_err();
+                assert!(err.to_string().contains("not written by neardup"), "{err}");
+                assert_eq!(err.exit_code(), 2);
+            }
+            assert_eq!(
+                std::fs::read_to_string(target.join(SUMMARY_FILE)).unwrap(),
+                own
+            );
+            assert!(target.join("groups/members.csv").is_file());
+        }
+        // Nothing was staged beside it.
+        let beside: Vec<_> = std::fs::read_dir(root.path()).unwrap().flatten().collect();
+        assert_eq!(beside.len(), 1, "{beside:?}");
+    }
+
     /// A committed output with one table and the user's `NOTES.txt` and `analysis/` beside it.
     fn output_with_user_files(root: &Path) -> PathBuf {
         let target = root.join("out");
         let staging = StagingDir::create(&target, Overwrite::No).unwrap();
-        std::fs::write(staging.path().join(SUMMARY_FILE), "{\"old\": 1}").unwrap();
+        std::fs::write(staging.path().join(SUMMARY_FILE), summary("old")).unwrap();
         std::fs::create_dir(staging.path().join("groups")).unwrap();
         std::fs::write(staging.path().join("groups/part-0.parquet"), "old").unwrap();
         staging.commit().unwrap();
@@ -508,7 +632,7 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         let target = output_with_user_files(root.path());
         let staging = StagingDir::create(&target, Overwrite::KeepingOthers).unwrap();
-        std::fs::write(staging.path().join(SUMMARY_FILE), "{\"new\": 1}").unwrap();
+        std::fs::write(staging.path().join(SUMMARY_FILE), summary("new")).unwrap();
         std::fs::create_dir(staging.path().join("pairs")).unwrap();
         staging.commit().unwrap();
         assert_eq!(
@@ -539,7 +663,7 @@ mod tests {
         let aside = root.path().join(".out.neardup-staging-4000000000.old");
         std::fs::rename(&target, &aside).unwrap();
         std::fs::create_dir(&target).unwrap();
-        std::fs::write(target.join(SUMMARY_FILE), "{}").unwrap();
+        std::fs::write(target.join(SUMMARY_FILE), summary("new")).unwrap();
         std::fs::write(target.join(COMPLETE_MARKER), "").unwrap();
         let next = StagingDir::create(&root.path().join("out"), Overwrite::Owned);
         assert!(!aside.exists());

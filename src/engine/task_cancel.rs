@@ -318,9 +318,10 @@ impl QueryStageExecutor for CancellableStage {
         self.running.remove(key);
         if outcome.is_err() && self.stop.load(Ordering::SeqCst) {
             // Said once the work has ended: Ballista awaits every partition of the task.
-            eprintln!(
+            crate::to_stderr!(
                 "neardup: stopped task {task_id} of stage {} of job {}: the job was cancelled",
-                self.stage_id, self.job
+                self.stage_id,
+                self.job
             );
         }
         outcome

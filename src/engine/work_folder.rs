@@ -252,7 +252,7 @@ mod tests {
     #[test]
     fn folders_whose_lock_is_free_are_removed() {
         let Some(boot) = boot_id() else {
-            eprintln!("skipped: no boot id (not Linux)");
+            crate::to_stderr!("skipped: no boot id (not Linux)");
             return;
         };
         let parent = tempfile::tempdir().unwrap();
@@ -327,7 +327,7 @@ mod tests {
     #[test]
     fn lone_lock_files_go_once_free_and_old() {
         let Some(boot) = boot_id() else {
-            eprintln!("skipped: no boot id (not Linux)");
+            crate::to_stderr!("skipped: no boot id (not Linux)");
             return;
         };
         let parent = tempfile::tempdir().unwrap();

@@ -255,4 +255,42 @@ mod tests {
         let err = stage_batch(&index, &dir, 2).unwrap_err().to_string();
         assert!(err.contains("batch=000002"), "{err}");
     }
+
+    /// A batch.json edited to a next_group_id near u64's end (the next batch's ids would wrap
+    /// onto older groups) or below an earlier batch's is refused when the index is opened.
+    #[test]
+    fn group_ids_that_would_wrap_or_go_back_are_refused() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("index");
+        let meta = IndexMeta::new(64, 3, "mode=auto", &DataType::Int64, BTreeMap::new(), None);
+        for (number, next_group_id) in [(1, 10), (2, 20)] {
+            let index = open(&dir, true).unwrap();
+            let staging = stage_batch(&index, &dir, number).unwrap();
+            let batch = BatchMeta {
+                batch: number,
+                neardup_version: "test".into(),
+                inputs: vec![],
+                documents: 7,
+                next_group_id,
+                committed_at: 0,
+            };
+            commit(&index, staging, &meta, &batch).unwrap();
+        }
+        assert_eq!(open(&dir, false).unwrap().next_group_id(), 20);
+        let file = dir.join("batch=000002").join(BATCH_FILE);
+        let written = std::fs::read_to_string(&file).unwrap();
+        for edited in [u64::MAX, 1 << 63, 9] {
+            let text = written.replace(
+                "\"next_group_id\": 20",
+                &format!("\"next_group_id\": {edited}"),
+            );
+            assert_ne!(text, written);
+            std::fs::write(&file, text).unwrap();
+            let err = open(&dir, false).unwrap_err().to_string();
+            assert!(
+                err.contains("next_group_id") && err.contains("batch 2"),
+                "{err}"
+            );
+        }
+    }
 }

@@ -113,6 +113,10 @@ impl IndexMeta {
     }
 }
 
+/// The largest group id an index gives out: 2^62, beyond what a run's group numbers
+/// (one per document at most) could reach, so adding a batch's never wraps.
+const LARGEST_GROUP_ID: u64 = 1 << 62;
+
 /// What one batch added.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct BatchMeta {
@@ -192,12 +196,26 @@ impl Index {
         ))
     }
 
-    /// Batches are numbered 1, 2, ... without gaps: a gap is a batch that was removed.
+    /// Batches are numbered 1, 2, ... without gaps: a gap is a batch that was removed. Their
+    /// `next_group_id`s never go down and stay far from u64's end, where the next batch's group
+    /// ids would wrap round onto older ones.
     fn check_no_gaps(&self, why: &str) -> Result<()> {
+        let mut free_from = 1;
         for (expected, (batch, _)) in (1..).zip(&self.batches) {
             if batch.batch != expected {
                 return Err(self.missing(expected, why));
             }
+            if batch.next_group_id < free_from || batch.next_group_id > LARGEST_GROUP_ID {
+                return Err(Error::Input(format!(
+                    "--index {}: batch {expected} records next_group_id {}, where the batches \
+                     before it leave {free_from} free and group ids stay below {LARGEST_GROUP_ID}; \
+                     {} was edited: restore it, or start a new index",
+                    self.place,
+                    batch.next_group_id,
+                    self.batch_place(expected)
+                )));
+            }
+            free_from = batch.next_group_id;
         }
         Ok(())
     }

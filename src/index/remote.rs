@@ -174,7 +174,7 @@ pub async fn commit(index: &Index, part: &str, meta: &IndexMeta, batch: &BatchMe
         .await);
     }
     if let Err(e) = remove_unnamed_parts(index, &root, part, batch.batch).await {
-        eprintln!(
+        crate::to_stderr!(
             "neardup: warning: batch {} is committed, but what earlier runs left under {url} \
              could not be removed ({e}); the next commit removes it",
             batch.batch

@@ -69,7 +69,9 @@ pub async fn resolve_inputs(
     }
     let mut found = Inputs::default();
     let mut seen_urls = BTreeSet::new();
-    let mut local = Vec::new();
+    // Local files by their real paths, so that a file named twice (`a/f`, `a/../a/f`, a link to
+    // it) is read once, under the first name.
+    let mut seen_local = BTreeSet::new();
     for input in inputs {
         let delta = match crate::delta::input::parse_spec(input)? {
             Some(spec) => Some(spec),
@@ -81,11 +83,7 @@ pub async fn resolve_inputs(
                 let format = FileFormat::of_file("", Some(Format::Parquet));
                 let new = match &file {
                     Place::Remote(url) => seen_urls.insert(url.to_string()),
-                    Place::Local(path) => {
-                        let new = !local.contains(path);
-                        local.push(path.clone());
-                        new
-                    }
+                    Place::Local(path) => seen_local.insert(real_path(path)),
                 };
                 if new {
                     found.files.push((file, format));
@@ -110,8 +108,7 @@ pub async fn resolve_inputs(
                 let path = local_output_table(path, output_table)?;
                 let resolved = resolve_local(&[path.to_string_lossy().into_owned()], format)?;
                 for (file, file_format) in resolved {
-                    if !local.contains(&file) {
-                        local.push(file.clone());
+                    if seen_local.insert(real_path(&file)) {
                         found.files.push((Place::Local(file), file_format));
                     }
                 }
@@ -209,16 +206,19 @@ fn resolve_local(inputs: &[String], format: Option<Format>) -> Result<Vec<(PathB
                 )));
             }
             let absolute = std::path::absolute(&file).map_err(|e| Error::io(&file, e))?;
-            // The real file behind any symlinks; a path that cannot be resolved (a dangling
-            // link) stays as it is, and reading it reports the error.
-            let real = std::fs::canonicalize(&absolute).unwrap_or_else(|_| absolute.clone());
-            if seen.insert(real) {
+            if seen.insert(real_path(&absolute)) {
                 let name = absolute.to_string_lossy().into_owned();
                 files.push((absolute, FileFormat::of_file(&name, format)));
             }
         }
     }
     Ok(files)
+}
+
+/// The real file behind a path's symlinks and `..`; a path that cannot be resolved (a dangling
+/// link) stays as it is, and reading it reports the error.
+fn real_path(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
 fn expand(input: &str, format: Option<Format>) -> Result<Vec<PathBuf>> {
@@ -377,14 +377,14 @@ impl Searched {
                     let back =
                         dir.starts_with(first) || (first == Path::new(".") && dir.is_relative());
                     if back {
-                        eprintln!(
+                        crate::to_stderr!(
                             "neardup: warning: {} leads back to {} (a symlink loop); not \
                              following it",
                             dir.display(),
                             first.display()
                         );
                     } else {
-                        eprintln!(
+                        crate::to_stderr!(
                             "neardup: warning: {} leads to {}, which is already searched; not \
                              searching it again",
                             dir.display(),
@@ -654,6 +654,7 @@ pub async fn inspect(found: Vec<(Place, FileFormat)>) -> Result<Corpus> {
         };
         rows += file_rows;
         row_groups += file_row_groups;
+        refuse_repeated_columns(file, &file_schema)?;
         match &schema {
             None => schema = Some(file_schema),
             Some(first) => {
@@ -816,6 +817,23 @@ impl Corpus {
             None => format!("input order {input_order}"),
         }
     }
+}
+
+/// A file with two columns of one name (Parquet allows it): the job reads columns by name and
+/// would keep only the first in `dedup`, losing the other.
+fn refuse_repeated_columns(file: &Place, schema: &SchemaRef) -> Result<()> {
+    let mut seen = BTreeSet::new();
+    for field in schema.fields() {
+        if !seen.insert(field.name().as_str()) {
+            return Err(Error::Input(format!(
+                "{file} has two columns named '{}'; neardup reads columns by name and would \
+                 keep only one of them in dedup. Rename one (with pyarrow, say: \
+                 table.rename_columns(...)) and run again",
+                crate::error::echo(field.name())
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// A dictionary-encoded text column, with the SQL that decodes it (tried on DataFusion 55:

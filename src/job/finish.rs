@@ -150,9 +150,10 @@ pub(super) async fn finish_batch(
             )));
         }
         if !quiet {
-            eprintln!(
+            crate::to_stderr!(
                 "neardup: added batch {} ({documents} documents) to {}",
-                batch.number, batch.index.place
+                batch.number,
+                batch.index.place
             );
         }
     }
@@ -216,6 +217,17 @@ async fn finish(
     };
     // Delta tables are committed one by one before the summary, which records their versions.
     let mut versions = BTreeMap::new();
+    // From the first Delta commit to summary.json, Ctrl-C is left to the commits.
+    let _commits = match &staging {
+        Staging::Delta(_) => match crate::engine::staging::begin_commits() {
+            Ok(commits) => Some(commits),
+            Err(e) => {
+                staging.abandon().await;
+                return Err(e);
+            }
+        },
+        _ => None,
+    };
     if let Staging::Delta(delta) = &staging {
         match delta.commit_tables(&summary.parameters.partition_by).await {
             Ok(committed) => versions = committed,
@@ -238,7 +250,7 @@ async fn finish(
     let (target, mut committed) = staging.commit().await?;
     committed.versions = versions;
     if !clock.quiet {
-        eprintln!("neardup: wrote {target}");
+        crate::to_stderr!("neardup: wrote {target}");
     }
     Ok((summary, committed))
 }

@@ -120,7 +120,7 @@ pub async fn run_matching(
         .await?;
     let quiet = config.console.quiet;
     if !quiet {
-        eprintln!(
+        crate::to_stderr!(
             "neardup: plan {} ({}): {} tables in {} pass{}, about {:.3e} candidates",
             report.plan,
             report.chosen_by,

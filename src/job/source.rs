@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use datafusion::arrow::array::AsArray;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::cast::as_int64_array;
 use datafusion::prelude::{ParquetReadOptions, SessionContext};
@@ -325,10 +326,29 @@ async fn name_bad_ids(
         )));
     }
     let repeated = query_stage(ctx, &stages::IDS_REPEATED, bindings).await?;
-    if repeated.iter().any(|b| b.num_rows() > 0) {
+    let mut shown = Vec::new();
+    for batch in &repeated {
+        let what = || "duplicate ids".to_string();
+        let ids = batch.column(0).as_string_opt::<i32>();
+        let copies = as_int64_array(batch.column(1)).context(what)?;
+        let first = as_int64_array(batch.column(2)).context(what)?;
+        let last = as_int64_array(batch.column(3)).context(what)?;
+        for row in 0..batch.num_rows() {
+            let id = ids.map_or("?", |ids| ids.value(row));
+            shown.push(format!(
+                "  '{}': {} documents, the first at {}, the last at {}",
+                crate::error::echo(id),
+                copies.value(row),
+                corpus.locate(first.value(row)),
+                corpus.locate(last.value(row))
+            ));
+        }
+    }
+    if !shown.is_empty() {
         return Err(Error::Input(format!(
-            "id column '{id_column}' has duplicate values; ids must be unique. Some of them:\n{}",
-            crate::engine::sql::pretty(&repeated)?
+            "id column '{id_column}' has duplicate values; ids must be unique. The most \
+             repeated:\n{}",
+            shown.join("\n")
         )));
     }
     Ok(())

@@ -51,9 +51,9 @@ impl Stopwatch {
         if !self.quiet {
             match time.cores() {
                 Some(cores) => {
-                    eprintln!("neardup: {stage:<12} {seconds:>8.2} s {cores:>6.2} cores")
+                    crate::to_stderr!("neardup: {stage:<12} {seconds:>8.2} s {cores:>6.2} cores")
                 }
-                None => eprintln!("neardup: {stage:<12} {seconds:>8.2} s"),
+                None => crate::to_stderr!("neardup: {stage:<12} {seconds:>8.2} s"),
             }
         }
         self.stages.push(time);
@@ -66,7 +66,7 @@ impl Stopwatch {
 /// run for a minute after that stage, so a test can kill it at a known point.
 fn pause_for_tests(stage: &str) {
     if std::env::var("NEARDUP_PAUSE_AFTER_STAGE").is_ok_and(|s| s == stage) {
-        eprintln!("neardup: pausing after {stage} (NEARDUP_PAUSE_AFTER_STAGE)");
+        crate::to_stderr!("neardup: pausing after {stage} (NEARDUP_PAUSE_AFTER_STAGE)");
         std::thread::sleep(std::time::Duration::from_secs(60));
     }
 }

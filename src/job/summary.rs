@@ -188,10 +188,25 @@ impl Summary {
         Self::from_json(&text, &path.display().to_string())
     }
 
-    /// A summary from its bytes; `place` names where they were read, for the error.
+    /// A summary from its bytes; `place` names where they were read, for the error. The
+    /// fingerprint width and k are checked, since the commands that read a run size their
+    /// work by them (one score per k up to the run's).
     pub fn from_json(bytes: &[u8], place: &str) -> Result<Self> {
-        serde_json::from_slice(bytes)
-            .map_err(|e| Error::Input(format!("{place} is not a neardup summary: {e}")))
+        let summary: Self = serde_json::from_slice(bytes)
+            .map_err(|e| Error::Input(format!("{place} is not a neardup summary: {e}")))?;
+        let Parameters {
+            k,
+            fingerprint_bits,
+            ..
+        } = summary.parameters;
+        if !matches!(fingerprint_bits, 64 | 128) || k > fingerprint_bits / 8 {
+            return Err(Error::Input(format!(
+                "{place} is not a neardup summary: parameters.fingerprint_bits is \
+                 {fingerprint_bits} and parameters.k {k} (a run has 64 or 128 bits and k up to \
+                 a eighth of them)"
+            )));
+        }
+        Ok(summary)
     }
 }
 

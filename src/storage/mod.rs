@@ -64,7 +64,7 @@ impl Place {
             return Err(Error::Usage(format!(
                 "{role} {}: neardup reads s3://, gs://, az:// (abfss://), http(s)://, file:// \
                  and local paths, not {scheme}://",
-                crate::error::echo(text)
+                crate::error::echo(&redacted(text))
             )));
         }
         let url = Url::parse(text).map_err(|e| {
@@ -85,7 +85,8 @@ impl Place {
         }
         if url.host_str().is_none_or(str::is_empty) {
             return Err(Error::Usage(format!(
-                "{role} {text}: names no bucket ({scheme}://bucket/path)"
+                "{role} {}: names no bucket ({scheme}://bucket/path)",
+                redacted(text)
             )));
         }
         if url.query().is_some() || url.fragment().is_some() {
@@ -145,15 +146,21 @@ fn join_url(url: &Url, name: &str) -> Url {
     joined
 }
 
-/// `text` with anything between "://" and '@' hidden, for messages about a URL that holds
-/// credentials.
-fn redacted(text: &str) -> String {
-    match (text.find("://"), text.find('@')) {
+/// `text` with anything between "://" and '@' hidden, and anything from a '?' or '#' on, for
+/// messages about a URL that may hold credentials (a user and password, or a signed URL's
+/// signature in its query).
+pub fn redacted(text: &str) -> String {
+    let (text, cut) = match text.find(['?', '#']) {
+        Some(at) => (&text[..at], "?***"),
+        None => (text, ""),
+    };
+    let text = match (text.find("://"), text.find('@')) {
         (Some(start), Some(at)) if at > start => {
             format!("{}://***{}", &text[..start], &text[at..])
         }
         _ => text.to_string(),
-    }
+    };
+    text + cut
 }
 
 /// A remote folder or object, opened: its store and its key.
@@ -398,5 +405,17 @@ mod tests {
         assert_eq!(err.exit_code(), 2);
         let err = Place::parse("s3://lake/x?region=eu-west-1", "--input").unwrap_err();
         assert!(err.to_string().contains("environment"), "{err}");
+        // A signed URL's signature, and a user and password under a scheme neardup does not
+        // read, are not echoed either.
+        for secret in [
+            "https://host/x.parquet?X-Amz-Signature=topsecret",
+            "az://c/x?sig=topsecret",
+            "s3://lake/x#topsecret",
+            "hdfs://user:topsecret@namenode/x",
+            "hdfs://namenode/x?sig=topsecret",
+        ] {
+            let message = Place::parse(secret, "--input").unwrap_err().to_string();
+            assert!(!message.contains("topsecret"), "{message}");
+        }
     }
 }

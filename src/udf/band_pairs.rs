@@ -840,7 +840,7 @@ mod tests {
         use super::{eight_at_once, pairs_within_one_by_one};
         use crate::rng::SplitMix64;
         if !eight_at_once::available() {
-            eprintln!("skipped: this CPU has no AVX-512 popcount");
+            crate::to_stderr!("skipped: this CPU has no AVX-512 popcount");
             return;
         }
         let mut random = SplitMix64(5);

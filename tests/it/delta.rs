@@ -241,6 +241,97 @@ fn a_run_stopped_between_commits_is_named_and_undone_by_the_next_append() {
     assert_eq!(operations, ["WRITE", "WRITE", "RESTORE", "WRITE"]);
 }
 
+/// Ctrl-C between two commits of an overwrite: the tables committed are put back (a restore
+/// commit each), summary.json names where every table is, exit 130, and the next append finds
+/// nothing to repair.
+#[test]
+fn ctrl_c_between_commits_puts_back_the_tables_committed() {
+    let Some(client) = Client::new("ctrl_c_between_commits") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let delta = dir.path().join("delta");
+    run_sample(&delta, &["--output-format", "delta"]);
+    let rows: Vec<u64> = TABLES
+        .iter()
+        .map(|t| client.count(path_str(&delta.join(t)), "latest"))
+        .collect();
+    let sample = fixture("sample.parquet");
+    let args = |mode: &'static str, k: &'static str| {
+        [
+            "run",
+            "--input",
+            path_str(&sample),
+            "--output",
+            path_str(&delta),
+            "--output-format",
+            "delta",
+            mode,
+            "--k",
+            k,
+        ]
+    };
+    let mut child = Command::new(env!("CARGO_BIN_EXE_neardup"))
+        .args(args("--overwrite", "2"))
+        .env("NEARDUP_PAUSE_AFTER_DELTA_COMMIT", "pairs")
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut said = String::new();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(child.stderr.take().unwrap()));
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        said.push_str(&line);
+        said.push('\n');
+        if line.contains("pausing after the commit of pairs") {
+            break;
+        }
+    }
+    assert!(said.contains("pausing after"), "{said}");
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    for line in lines {
+        said.push_str(&line.unwrap());
+        said.push('\n');
+    }
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{said}");
+    assert!(said.contains("restored"), "{said}");
+    assert!(said.contains("nothing was written"), "{said}");
+    // Every table holds the first run's rows; the two committed have a restore on top.
+    for (table, first) in TABLES.iter().zip(&rows) {
+        let place = delta.join(table);
+        assert_eq!(client.count(path_str(&place), "latest"), *first, "{table}");
+        let version = client.version(path_str(&place));
+        assert_eq!(
+            summary(&delta)["delta_tables"][table]["version"],
+            version,
+            "{table}"
+        );
+    }
+    assert_eq!(
+        client.operations(path_str(&delta.join("signatures"))),
+        ["WRITE", "WRITE", "RESTORE"]
+    );
+    assert_eq!(
+        client.operations(path_str(&delta.join("groups"))),
+        ["WRITE"]
+    );
+    assert_eq!(summary(&delta)["parameters"]["k"], 7);
+    // Nothing for the next run to name or repair.
+    let out = neardup(&args("--append", "7"));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        !stderr(&out).contains("records version"),
+        "{}",
+        stderr(&out)
+    );
+}
+
 #[test]
 fn a_delta_input_written_by_delta_rs_is_read_at_the_version_asked() {
     let Some(client) = Client::new("a_delta_input_written_by_delta_rs") else {

@@ -111,7 +111,10 @@ fn duplicate_and_null_ids_are_refused_with_examples() {
     assert_eq!(result.status.code(), Some(1));
     let message = stderr(&result);
     assert!(
-        message.contains("duplicate") && message.contains("| 7 "),
+        message.contains("duplicate")
+            && message.contains("'7': 2 documents, the first at")
+            && message.contains("dup.parquet row 1")
+            && message.contains("dup.parquet row 2"),
         "{message}"
     );
 
@@ -163,4 +166,52 @@ fn inputs_with_different_schemas_name_the_file() {
         message.contains("other.parquet") && message.contains("does not have the schema"),
         "{message}"
     );
+}
+
+/// Parquet allows two columns of one name; the job reads by name and `dedup` would keep one,
+/// so such a file is refused, naming it and the column, before any work.
+#[test]
+fn a_file_with_two_columns_of_one_name_is_refused() {
+    use std::sync::Arc;
+
+    use datafusion::arrow::array::{Int64Array, RecordBatch, StringArray};
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
+    use datafusion::parquet::arrow::ArrowWriter;
+
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("twice.parquet");
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("text", DataType::Utf8, false),
+        Field::new("text", DataType::Utf8, false),
+    ]));
+    let batch = RecordBatch::try_new(
+        Arc::clone(&schema),
+        vec![
+            Arc::new(Int64Array::from(vec![1, 2])),
+            Arc::new(StringArray::from(vec!["a b c d e f", "g h i j k l"])),
+            Arc::new(StringArray::from(vec!["kept", "or lost"])),
+        ],
+    )
+    .unwrap();
+    let mut writer =
+        ArrowWriter::try_new(std::fs::File::create(&input).unwrap(), schema, None).unwrap();
+    writer.write(&batch).unwrap();
+    writer.close().unwrap();
+
+    let output = dir.path().join("out");
+    let result = neardup(&[
+        "run",
+        "--input",
+        path_str(&input),
+        "--output",
+        path_str(&output),
+    ]);
+    let message = stderr(&result);
+    assert_eq!(result.status.code(), Some(1), "{message}");
+    assert!(
+        message.contains("twice.parquet") && message.contains("two columns named 'text'"),
+        "{message}"
+    );
+    assert!(!output.exists());
 }

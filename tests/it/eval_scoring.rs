@@ -301,6 +301,22 @@ fn a_label_other_than_1_0_and_minus_1_is_refused() {
             && message.contains("3 for (7, 7)"),
         "{message}"
     );
+
+    // A fraction is no label either, though a cast to an integer would make 0.5 a 0 and 1.7
+    // a 1; a whole number written as a float is its number.
+    let fractions = dir.path().join("fractions.parquet");
+    make_parquet(
+        &fractions,
+        "SELECT arrow_cast(a, 'Utf8') AS id_a, arrow_cast(b, 'Utf8') AS id_b, l AS label \
+         FROM (VALUES (1, 5, 1.0), (2, 12, 0.5), (3, 11, 1.7), (4, 14, -1.0)) AS t(a, b, l)",
+    );
+    let message = failing_eval(&run, &["--labels", path_str(&fractions)]);
+    assert!(
+        message.contains("2 rows have a label other than 1")
+            && message.contains("0.5 for (2, 12)")
+            && message.contains("1.7 for (3, 11)"),
+        "{message}"
+    );
 }
 
 /// drift_dev-like labels: string ids, Int8 labels 1 or -1, negatives not listed.

@@ -138,3 +138,53 @@ fn symlink_loops_in_an_input_folder_are_not_followed() {
         );
     }
 }
+
+/// Row "symlink loop in an input folder", its last case: a file named again by another path
+/// (through `..`, or a symlink beside it), given as several `--input`s, is read once, under its
+/// first name, and the run is the run on the file alone.
+#[test]
+fn a_file_named_again_by_another_path_is_read_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let corpus = dir.path().join("corpus");
+    std::fs::create_dir(&corpus).unwrap();
+    let copy = corpus.join("sample.parquet");
+    std::fs::copy(fixture("sample.parquet"), &copy).unwrap();
+    symlink(&copy, corpus.join("link.parquet")).unwrap();
+    let again = corpus.join("..").join("corpus").join("sample.parquet");
+
+    let direct = dir.path().join("direct");
+    neardup_ok_within(&[
+        "run",
+        "--input",
+        path_str(&copy),
+        "--output",
+        path_str(&direct),
+    ]);
+    let output = dir.path().join("named_thrice");
+    neardup_ok_within(&[
+        "run",
+        "--input",
+        path_str(&copy),
+        "--input",
+        path_str(&again),
+        "--input",
+        path_str(&corpus.join("link.parquet")),
+        "--input",
+        path_str(&corpus),
+        "--output",
+        path_str(&output),
+    ]);
+    let run = summary(&output);
+    assert_eq!(run["inputs"].as_array().unwrap().len(), 1, "{run}");
+    assert_eq!(run["inputs"][0], path_str(&copy));
+    assert_eq!(run["counts"], summary(&direct)["counts"]);
+    let pairs = "SELECT id_a, id_b, distance FROM pairs ORDER BY 1, 2";
+    assert_eq!(csv(&output, pairs), csv(&direct, pairs));
+    assert_eq!(
+        csv(
+            &output,
+            "SELECT count(*) AS n FROM pairs WHERE id_a >= id_b"
+        ),
+        "n\n0\n"
+    );
+}

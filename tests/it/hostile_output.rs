@@ -138,6 +138,47 @@ fn query_out_does_not_replace_a_file_unless_told() {
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "one\n1\n");
 }
 
+/// `query --out` into the output it reads (a file among a table's, or its summary.json) is
+/// refused before any work: the output stays as it was committed.
+#[test]
+fn query_out_into_the_output_it_reads_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    assert!(run_sample(&out, &[]).status.success());
+    let summary_before = std::fs::read_to_string(out.join("summary.json")).unwrap();
+    let dedup_files = || std::fs::read_dir(out.join("dedup")).unwrap().count();
+    let files_before = dedup_files();
+    for (target, extra) in [
+        (
+            out.join("dedup/extra.parquet"),
+            &["--format", "parquet"][..],
+        ),
+        (
+            out.join("summary.json"),
+            &["--overwrite", "--format", "json"],
+        ),
+    ] {
+        let mut args = vec![
+            "query",
+            "--data",
+            path_str(&out),
+            "--out",
+            path_str(&target),
+        ];
+        args.extend_from_slice(extra);
+        args.push("SELECT * FROM corpus");
+        let refused = neardup(&args);
+        let message = stderr(&refused);
+        assert_eq!(refused.status.code(), Some(2), "{message}");
+        assert!(message.contains("inside --data"), "{message}");
+    }
+    assert_eq!(dedup_files(), files_before);
+    assert_eq!(
+        std::fs::read_to_string(out.join("summary.json")).unwrap(),
+        summary_before
+    );
+}
+
 /// The Parquet writer panics on an encoding a column's type cannot take, after it has created
 /// the file (and loops on a write batch of 0 rows); neardup refuses such a COPY first, naming
 /// the column or the setting, and writes nothing. The

@@ -164,6 +164,33 @@ fn a_long_option_string_is_cut_in_the_message() {
     assert!(message.contains(" more characters)"), "{message}");
 }
 
+/// A password or a signature typed into an address is refused without showing it: in
+/// `--cluster`, `--scheduler`, and a URL under a scheme neardup does not read.
+#[test]
+fn a_secret_in_an_address_is_never_echoed() {
+    let dir = tempfile::tempdir().unwrap();
+    for extra in [
+        &["--cluster", "df://admin:s3cr3t@127.0.0.1:9"][..],
+        &["--cluster", "dfs://s3cr3t@host"],
+        &["--cluster", "http://admin:s3cr3t@host"],
+    ] {
+        let message = failing_sample_run(dir.path(), extra, 2);
+        assert!(!message.contains("s3cr3t"), "{message}");
+        assert!(message.contains("no user or password"), "{message}");
+    }
+    for input in [
+        "hdfs://admin:s3cr3t@namenode/corpus",
+        "https://host/corpus.parquet?X-Amz-Signature=s3cr3t",
+    ] {
+        let out = neardup(&["run", "--input", input, "--output", "unused"]);
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        assert!(!stderr(&out).contains("s3cr3t"), "{}", stderr(&out));
+    }
+    let out = neardup(&["executor", "--scheduler", "admin:s3cr3t@host:1"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("s3cr3t"), "{}", stderr(&out));
+}
+
 /// A run that adds the sample to a new index in `dir/index`; returns the index.
 fn sample_index(dir: &Path) -> PathBuf {
     let index = dir.join("index");

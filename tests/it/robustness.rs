@@ -573,3 +573,37 @@ fn usage_errors_exit_with_2() {
     }
     assert!(!index.exists());
 }
+
+/// Row "standard error or output closed by its reader": a run whose stage lines and summary go
+/// to pipes nobody reads (`neardup run ... 2>&1 | head -1` once head has its line) finishes and
+/// commits its output; the lines are dropped, no panic, nothing left beside the output.
+#[test]
+fn a_closed_stderr_or_stdout_does_not_stop_a_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = dir.path().join("out");
+    for (closed, args) in [("stderr", &["-v"][..]), ("stdout", &[][..])] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_neardup"))
+            .args(["run", "--input", path_str(&fixture("sample.parquet"))])
+            .args(["--output", path_str(&output), "--overwrite"])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The reader goes away at once: every write to that stream fails with EPIPE.
+        let kept = if closed == "stderr" {
+            drop(child.stderr.take());
+            child.stdout.take().map(std::io::read_to_string)
+        } else {
+            drop(child.stdout.take());
+            child.stderr.take().map(std::io::read_to_string)
+        };
+        let kept = kept.unwrap().unwrap();
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(0), "{closed} closed: {kept}");
+        assert!(!kept.contains("internal error"), "{kept}");
+        assert!(output.join("_SUCCESS").is_file(), "{closed} closed");
+        assert_eq!(summary(&output)["counts"]["groups"], 4, "{closed} closed");
+        assert!(leftovers(dir.path()).is_empty(), "{closed} closed");
+    }
+}

@@ -389,7 +389,7 @@ async fn write_whole(place: &Place, bytes: Vec<u8>) -> Result<()> {
 /// page is written either way).
 fn open_in_browser(place: &Place) {
     let Place::Local(path) = place else {
-        eprintln!("neardup: the report is on an object store; download {place} to open it");
+        crate::to_stderr!("neardup: the report is on an object store; download {place} to open it");
         return;
     };
     let opener = if cfg!(target_os = "macos") {
@@ -403,7 +403,7 @@ fn open_in_browser(place: &Place) {
         .stderr(std::process::Stdio::null())
         .spawn()
     {
-        eprintln!(
+        crate::to_stderr!(
             "neardup: could not open {} with {opener} ({e}); open it in a browser",
             path.display()
         );
