@@ -16,7 +16,7 @@ CREATE VIEW kept AS
 SELECT s.id FROM signatures s WHERE NOT EXISTS (SELECT 1 FROM removed r WHERE r.id = s.id);
 
 COPY (
-    SELECT c.*
+    SELECT ${dedup_columns}
     FROM corpus c
     JOIN kept k ON k.id = c.${id}
     -- The corpus's own columns: dictionary pages as in any Parquet file, where the job's own

@@ -7,16 +7,20 @@ use crate::storage::Place;
 
 pub fn report(summary: &Summary, output: &Place) {
     let c = &summary.counts;
+    let counted = |n: u64, noun: &str| match n {
+        1 => format!("1 {noun}"),
+        n => format!("{n} {noun}s"),
+    };
     crate::to_stdout!(
-        "{} documents ({} with NULL text, {} with nothing to fingerprint): {} pairs within k = {}, \
-         {} groups holding {} documents, {} removed.",
-        c.documents,
+        "{} ({} with NULL text, {} with nothing to fingerprint): {} within k = {}, {} holding {}, \
+         {} removed.",
+        counted(c.documents, "document"),
         c.null_texts,
         c.empty_texts,
-        c.pairs,
+        counted(c.pairs, "pair"),
         summary.parameters.k,
-        c.groups,
-        c.grouped_documents,
+        counted(c.groups, "group"),
+        counted(c.grouped_documents, "document"),
         c.documents_removed
     );
     if summary.parameters.pairs == PairsListed::All && c.pairs > 10 * c.documents.max(1) {

@@ -132,7 +132,7 @@ pub fn parse_memory_limit(text: &str) -> std::result::Result<usize, String> {
 
 pub fn parse_features(text: &str) -> std::result::Result<FeaturesArg, String> {
     let options = FeatureOptions::parse(text).map_err(|e| e.to_string())?;
-    // The last `bits=` counts, as in `FeatureOptions::parse`, which has checked the value.
+    // `FeatureOptions::parse` has checked the value, and that `bits=` is given at most once.
     let bits = text
         .split(',')
         .filter_map(|item| item.split_once('='))
@@ -215,7 +215,8 @@ mod tests {
     fn the_width_named_in_features_is_seen() {
         let given = |text: &str| super::parse_features(text).unwrap();
         assert_eq!(given("mode=chars").bits, None);
-        assert_eq!(given("bits=128, bits = 64").bits, Some(Width::Bits64));
+        let twice = super::parse_features("bits=128, bits = 64").unwrap_err();
+        assert!(twice.contains("given twice"), "{twice}");
         assert_eq!(given("bits=128").bits, Some(Width::Bits128));
     }
 }

@@ -655,6 +655,33 @@ async fn register_file(ctx: &SessionContext, table: &str, path: &Path) -> Result
     }
 }
 
+/// Refuses a truth or labels file without the columns it is read by, naming the file, the
+/// column, the flag that names another, and the columns it has.
+async fn require_columns(
+    ctx: &SessionContext,
+    table: &str,
+    path: &Path,
+    columns: &[(&str, &str)],
+) -> Result<()> {
+    let frame = ctx
+        .table(table)
+        .await
+        .context(|| format!("reading {}", path.display()))?;
+    let schema = frame.schema();
+    for (column, flag) in columns {
+        if !schema.has_column_with_unqualified_name(column) {
+            let have: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
+            return Err(Error::Input(format!(
+                "{table} {}: no column '{}' ({flag}); its columns are: {}",
+                path.display(),
+                crate::error::echo(column),
+                crate::error::echo(&have.join(", "))
+            )));
+        }
+    }
+    Ok(())
+}
+
 pub async fn eval(options: &EvalOptions) -> Result<String> {
     if options.truth.is_none() == options.labels.is_none() {
         return Err(Error::Usage(
@@ -738,6 +765,22 @@ async fn score_truth(
 ) -> Result<UnknownIds> {
     let mut unknown = UnknownIds::default();
     register_file(ctx, "truth", truth).await?;
+    require_columns(
+        ctx,
+        "truth",
+        truth,
+        &[
+            (
+                options.truth_id_column.as_str(),
+                "--truth-id-column names another",
+            ),
+            (
+                options.truth_cluster_column.as_str(),
+                "--truth-cluster-column names another",
+            ),
+        ],
+    )
+    .await?;
     let sql = format!(
         "SELECT arrow_cast({}, 'Utf8'), arrow_cast({}, 'Utf8') FROM truth",
         quote_ident(&options.truth_id_column),
@@ -843,6 +886,16 @@ async fn read_labels(
     labels: &Path,
 ) -> Result<LabelledPairs> {
     register_file(ctx, "labels", labels).await?;
+    require_columns(
+        ctx,
+        "labels",
+        labels,
+        &[
+            ("id_a", "a labels file has id_a, id_b and label"),
+            ("id_b", "a labels file has id_a, id_b and label"),
+        ],
+    )
+    .await?;
     // Without a `label` column every listed pair is a positive (silver pairs, say).
     let has_label = ctx
         .table("labels")

@@ -515,13 +515,17 @@ pub async fn register_outputs(ctx: &SessionContext, data: &Path) -> Result<()> {
         } else {
             Vec::new()
         };
-        ctx.register_parquet(
-            &table,
-            &folder,
-            ParquetReadOptions::default().table_partition_cols(partitions),
-        )
-        .await
-        .context(|| format!("reading {folder}"))?;
+        let columns: Vec<String> = partitions.iter().map(|(c, _)| c.clone()).collect();
+        let read = ctx
+            .read_parquet(
+                &folder,
+                ParquetReadOptions::default().table_partition_cols(partitions),
+            )
+            .await
+            .and_then(|frame| crate::input::hive_nulls_read_as_null(frame, &columns))
+            .context(|| format!("reading {folder}"))?;
+        ctx.register_table(&table, read.into_view())
+            .context(|| format!("reading {folder}"))?;
     }
     if summary.command == "run" {
         register_run_input(ctx, &summary).await?;

@@ -233,6 +233,7 @@ impl DeltaStaging {
         let frame = ctx
             .read_parquet(staged.folder(), options)
             .await
+            .and_then(|frame| crate::input::hive_nulls_read_as_null(frame, partitions))
             .context(|| format!("reading the run's {name} table at {staged}"))?;
         let frame = to_storable(frame)?;
         if let (Some(table), Mode::Append) = (&existing, self.mode) {

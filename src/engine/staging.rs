@@ -261,7 +261,15 @@ impl StagingDir {
         if staging.exists() {
             std::fs::remove_dir_all(&staging).map_err(|e| Error::io(&staging, e))?;
         }
-        std::fs::create_dir(&staging).map_err(|e| Error::io(&staging, e))?;
+        std::fs::create_dir(&staging).map_err(|e| {
+            // The staging folder's name means nothing to the user: name the folder it goes in.
+            Error::Input(format!(
+                "cannot write --output {}: its folder {} takes no new folder ({e}); the run \
+                 writes beside the output first and renames it into place",
+                target.display(),
+                parent.display()
+            ))
+        })?;
         register_live(&staging);
         Ok(Self {
             target,

@@ -118,6 +118,25 @@ pub async fn resolve_inputs(
     Ok(found)
 }
 
+/// The folder name Hive gives a NULL partition value (`dt=__HIVE_DEFAULT_PARTITION__`).
+pub const HIVE_NULL: &str = "__HIVE_DEFAULT_PARTITION__";
+
+/// DataFusion reads a Hive folder's value as it is written: `frame` with each of `columns`
+/// NULL where its folder says `__HIVE_DEFAULT_PARTITION__`.
+pub fn hive_nulls_read_as_null(
+    frame: datafusion::prelude::DataFrame,
+    columns: &[String],
+) -> datafusion::error::Result<datafusion::prelude::DataFrame> {
+    use datafusion::prelude::{col, lit, nullif};
+    columns.iter().try_fold(frame, |frame, column| {
+        let value = nullif(
+            col(datafusion::common::Column::from_name(column)),
+            lit(HIVE_NULL),
+        );
+        frame.with_column(column, value)
+    })
+}
+
 /// What `--input` named: the files, in input order, and the Delta tables they came from.
 #[derive(Debug, Default)]
 pub struct Inputs {
@@ -255,6 +274,12 @@ fn expand(input: &str, format: Option<Format>) -> Result<Vec<PathBuf>> {
             )));
         }
         return Ok(files);
+    }
+    if path.exists() {
+        return Err(Error::Input(format!(
+            "input {input} is neither a file nor a folder (a device, a pipe or a socket); give a \
+             Parquet, JSON Lines or CSV file, a folder of them, or a glob"
+        )));
     }
     Err(Error::Input(format!(
         "input {input} does not exist (give a Parquet, JSON Lines or CSV file, a folder of them, \
@@ -604,7 +629,7 @@ pub(crate) fn hive_partitions(file: &Path) -> Vec<(String, Option<String>)> {
             if name.is_empty() || name.starts_with(['.', '_']) {
                 return None;
             }
-            let value = (value != "__HIVE_DEFAULT_PARTITION__").then(|| unescape(value));
+            let value = (value != HIVE_NULL).then(|| unescape(value));
             Some((unescape(name), value))
         })
         .collect()
@@ -732,6 +757,12 @@ impl Corpus {
     pub fn column_type(&self, name: &str, role: &str) -> Result<DataType> {
         match self.schema.field_with_name(name) {
             Ok(field) => Ok(field.data_type().clone()),
+            // An empty CSV or JSON Lines file: there is nothing to infer columns from.
+            Err(_) if self.schema.fields().is_empty() => Err(Error::Input(format!(
+                "{}: the input has no columns (an empty file?); give a file with an {role} \
+                 column",
+                self.files[0]
+            ))),
             Err(_) => Err(Error::Input(format!(
                 "{}: no {role} column '{name}'; the columns are: {} (choose with --{role}-column)",
                 self.files[0],
@@ -789,8 +820,17 @@ impl Corpus {
                 &text_type,
             )));
         }
+        // JSON Lines and CSV columns take their types from the first rows read.
+        let inferred = match text_type {
+            DataType::Null => {
+                " (JSON Lines and CSV columns take their type from the first rows, and this one \
+                 is NULL in all of them: give those rows a text, or convert the file to Parquet \
+                 with a string column)"
+            }
+            _ => "",
+        };
         Err(Error::Input(format!(
-            "{}: text column '{name}' has type {text_type}; it must be a string column",
+            "{}: text column '{name}' has type {text_type}; it must be a string column{inferred}",
             self.files[0]
         )))
     }

@@ -46,6 +46,8 @@ pub enum SourceParams {
         min_features: usize,
         /// `PARTITIONED BY (...)` for dedup, or empty.
         partition_clause: String,
+        /// What dedup selects from the corpus: `c.*`, the partition columns' NULLs replaced.
+        dedup_columns: String,
     },
     Fingerprints {
         column: String,
@@ -102,11 +104,13 @@ impl StageParams {
                 features,
                 min_features,
                 partition_clause,
+                dedup_columns,
             } => {
                 b.set("text", quote_ident(column))
                     .set("features", quote_literal(features))
                     .set("min_features", min_features.to_string())
-                    .set("partition_by", partition_clause.clone());
+                    .set("partition_by", partition_clause.clone())
+                    .set("dedup_columns", dedup_columns.clone());
             }
             SourceParams::Fingerprints { column } => {
                 b.set("simhash", quote_ident(column));
@@ -202,6 +206,7 @@ mod tests {
             features: "mode=auto".into(),
             min_features: 5,
             partition_clause: "PARTITIONED BY (dt)".into(),
+            dedup_columns: "c.*".into(),
         };
         let mut all = params(texts, Width::Bits64).bindings();
         let given = SourceParams::Fingerprints {

@@ -3,6 +3,7 @@
 //! and a failure traced to the file that caused it.
 
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
 use datafusion::arrow::array::AsArray;
 use datafusion::arrow::datatypes::DataType;
@@ -50,6 +51,7 @@ pub fn check_columns(config: &JobConfig, corpus: &Corpus) -> Result<Checked> {
                 features: canonical,
                 min_features: features.min_features,
                 partition_clause,
+                dedup_columns: dedup_columns(partition_by),
             };
             (params, Some(features))
         }
@@ -87,6 +89,11 @@ pub fn check_places(config: &JobConfig, corpus: &Corpus) -> Result<()> {
     for given in &config.inputs {
         if let Place::Local(path) = Place::parse(given, "--input")? {
             refuse_overlap(output, "--input", &path)?;
+            // A pattern's folder is searched like an input folder: an output inside it would
+            // be read as documents by the next run over the same pattern.
+            if let Some(folder) = pattern_folder(&path) {
+                refuse_overlap(output, "--input", &folder)?;
+            }
         }
     }
     if let Some(index) = &config.index
@@ -95,6 +102,46 @@ pub fn check_places(config: &JobConfig, corpus: &Corpus) -> Result<()> {
         refuse_overlap(output, "--index", &dir)?;
     }
     Ok(())
+}
+
+/// The columns the deduplicated corpus is written with: the corpus's own, each partition
+/// column's NULL written as `__HIVE_DEFAULT_PARTITION__` (the Hive convention, which pyarrow,
+/// Spark and neardup's own inputs read back as NULL). DataFusion's writer would put a NULL in
+/// the folder of '' (strings) or of 0 (numbers, dates), and the value would be lost.
+fn dedup_columns(partition_by: &[String]) -> String {
+    use crate::input::HIVE_NULL;
+    if partition_by.is_empty() {
+        return "c.*".into();
+    }
+    let replaced: Vec<String> = partition_by
+        .iter()
+        .map(|column| {
+            let column = quote_ident(column);
+            format!(
+                "CASE WHEN c.{column} IS NULL THEN '{HIVE_NULL}' ELSE arrow_cast(c.{column}, \
+                 'Utf8') END AS {column}"
+            )
+        })
+        .collect();
+    format!("c.* REPLACE ({})", replaced.join(", "))
+}
+
+/// The folder a glob pattern searches: its path up to the first part with '*', '?' or '['
+/// (`corpus/**/*.parquet` -> `corpus`); `None` for a path that is no pattern.
+fn pattern_folder(path: &Path) -> Option<PathBuf> {
+    let mut folder = PathBuf::new();
+    for part in path.components() {
+        if part.as_os_str().to_string_lossy().contains(['*', '?', '[']) {
+            let folder = if folder.as_os_str().is_empty() {
+                PathBuf::from(".")
+            } else {
+                folder
+            };
+            return Some(folder);
+        }
+        folder.push(part);
+    }
+    None
 }
 
 /// On a store, the same rule by URL: no input under the output prefix, and no output under an
@@ -406,6 +453,33 @@ mod tests {
     use datafusion::arrow::datatypes::{Field, Schema};
 
     use super::*;
+
+    #[test]
+    fn a_patterns_folder_is_its_path_before_the_first_wildcard() {
+        let folder = |p: &str| pattern_folder(Path::new(p));
+        assert_eq!(
+            folder("p/corpus/**/*.parquet"),
+            Some(PathBuf::from("p/corpus"))
+        );
+        assert_eq!(
+            folder("/data/day-*/part-?.parquet"),
+            Some(PathBuf::from("/data"))
+        );
+        assert_eq!(folder("*.parquet"), Some(PathBuf::from(".")));
+        assert_eq!(folder("p/corpus/part-0.parquet"), None);
+    }
+
+    #[test]
+    fn an_output_inside_a_patterns_folder_is_refused() {
+        let root = tempfile::tempdir().unwrap();
+        let corpus = root.path().join("corpus");
+        std::fs::create_dir_all(corpus.join("sub")).unwrap();
+        let pattern = corpus.join("**").join("*.parquet");
+        let folder = pattern_folder(&pattern).unwrap();
+        let err = refuse_overlap(&corpus.join("sub/out"), "--input", &folder).unwrap_err();
+        assert!(err.to_string().contains("inside --input"), "{err}");
+        assert!(refuse_overlap(&root.path().join("out"), "--input", &folder).is_ok());
+    }
 
     fn corpus(columns: &[&str]) -> Corpus {
         let fields: Vec<Field> = columns

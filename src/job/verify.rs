@@ -431,6 +431,7 @@ mod tests {
                 features: String::new(),
                 min_features: 0,
                 partition_clause: String::new(),
+                dedup_columns: "c.*".into(),
             },
             index: None,
             verify: Some(0.6),

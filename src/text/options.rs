@@ -217,10 +217,23 @@ impl FeatureOptions {
     /// `default=on`) is accepted so a pipeline can spell out that it wants the defaults.
     pub fn parse(options: &str) -> Result<Self, OptionError> {
         let mut parsed = Self::default();
+        // key -> its first value: an option given twice is refused rather than the last one
+        // silently winning (`mode=chars,mode=words` is a typo, not a choice).
+        let mut given: Vec<(&str, &str)> = Vec::new();
         for item in options.split(',').map(str::trim).filter(|i| !i.is_empty()) {
             let Some((key, value)) = split_item(item)? else {
                 continue;
             };
+            if let Some((_, first)) = given.iter().find(|(k, _)| *k == key) {
+                return Err(OptionError(format!(
+                    "feature option {} is given twice ({key}={}, then {key}={}); give each \
+                     option once",
+                    echo_quoted(key),
+                    crate::error::echo(first),
+                    crate::error::echo(value)
+                )));
+            }
+            given.push((key, value));
             let c = &mut parsed.cleaning;
             match key {
                 "mode" => parsed.mode = Mode::parse(value)?,
@@ -448,6 +461,12 @@ mod tests {
     #[test]
     fn errors_name_the_option_and_list_the_valid_ones() {
         let err = |s: &str| FeatureOptions::parse(s).unwrap_err().0;
+        let e = err("mode=chars,n=3,mode=words");
+        assert!(
+            e.contains("given twice") && e.contains("mode=chars, then mode=words"),
+            "{e}"
+        );
+        assert!(err("html=off, html=off").contains("given twice"));
         let e = err("mode=bigrams");
         assert!(
             e.contains("\"bigrams\"")

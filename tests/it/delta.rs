@@ -15,7 +15,7 @@ use crate::common::{
 use crate::s3::S3Server;
 
 /// The Python that has `deltalake`: the venv `.ci/run` makes, or `NEARDUP_PYTHON`.
-fn python(test: &str) -> Option<PathBuf> {
+pub fn python(test: &str) -> Option<PathBuf> {
     let candidate = std::env::var_os("NEARDUP_PYTHON")
         .map(PathBuf::from)
         .or_else(|| {

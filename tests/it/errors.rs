@@ -215,3 +215,59 @@ fn a_file_with_two_columns_of_one_name_is_refused() {
     );
     assert!(!output.exists());
 }
+
+/// An empty CSV or JSON Lines file has no columns to infer: the error says so and names it,
+/// rather than listing no columns.
+#[test]
+fn an_empty_text_file_is_named_as_having_no_columns() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["empty.csv", "empty.jsonl"] {
+        let input = dir.path().join(name);
+        std::fs::write(&input, "").unwrap();
+        let result = neardup(&[
+            "run",
+            "--input",
+            path_str(&input),
+            "--output",
+            path_str(&dir.path().join("out")),
+        ]);
+        let message = stderr(&result);
+        assert_eq!(result.status.code(), Some(1), "{message}");
+        assert!(
+            message.contains(name) && message.contains("has no columns"),
+            "{message}"
+        );
+    }
+}
+
+/// A JSON Lines text column that is NULL in the rows its type is inferred from is named with
+/// why its type is Null; a device given as input is not said to be missing.
+#[test]
+fn an_inferred_null_column_and_a_device_are_explained() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("nulls.jsonl");
+    std::fs::write(
+        &input,
+        "{\"id\": 1, \"text\": null}\n{\"id\": 2, \"text\": null}\n",
+    )
+    .unwrap();
+    let output = dir.path().join("out");
+    let result = neardup(&[
+        "run",
+        "--input",
+        path_str(&input),
+        "--output",
+        path_str(&output),
+    ]);
+    let message = stderr(&result);
+    assert_eq!(result.status.code(), Some(1), "{message}");
+    assert!(
+        message.contains("has type Null")
+            && message.contains("take their type from the first rows"),
+        "{message}"
+    );
+    let result = neardup(&["run", "--input", "/dev/null", "--output", path_str(&output)]);
+    let message = stderr(&result);
+    assert_eq!(result.status.code(), Some(1), "{message}");
+    assert!(message.contains("neither a file nor a folder"), "{message}");
+}

@@ -132,6 +132,18 @@ fn a_truth_with_a_repeated_id_is_refused() {
     assert!(message.contains("5 (2 times)"), "{message}");
     assert!(message.contains("9 (3 times)"), "{message}");
 
+    // A truth or labels file without the columns it is read by is named, with the flag that
+    // names another column and the columns it has.
+    let sample = fixture("sample.parquet");
+    let message = failing_eval(&run, &["--truth", path_str(&sample)]);
+    assert!(
+        message.contains("sample.parquet: no column 'cluster' (--truth-cluster-column")
+            && message.contains("id, lang, note, text"),
+        "{message}"
+    );
+    let message = failing_eval(&run, &["--labels", path_str(&sample)]);
+    assert!(message.contains("no column 'id_a'"), "{message}");
+
     // --unlisted is about labelled pairs: refused with --truth as a usage error.
     let out = neardup(&eval_args(
         &run,
