@@ -27,6 +27,16 @@ fn main() -> ExitCode {
         if neardup::commands::query_shell::stop_running_query() {
             return;
         }
+        // A second interrupt while the commits wind down: stop now, as `kill` would.
+        if neardup::engine::staging::interrupt_deferred() {
+            neardup::to_stderr!(
+                "neardup: interrupted again; stopping now: tables this run committed may stay \
+                 ahead of summary.json, and the next run over the output names them"
+            );
+            neardup::engine::staging::remove_live_staging();
+            neardup::engine::work_folder::remove_live();
+            std::process::exit(130);
+        }
         neardup::engine::staging::mark_interrupted();
         // Delta tables being committed one by one: the commits stop before the next table and
         // put back those committed, and `main` ends the process.
@@ -93,8 +103,8 @@ fn main() -> ExitCode {
             neardup::engine::staging::remove_live_staging();
             neardup::engine::work_folder::remove_live();
             neardup::to_stderr!(
-                "neardup: interrupted; nothing was written (the tables committed before the \
-                 interrupt were put back to their earlier versions)"
+                "neardup: interrupted; the run's Delta commits stopped, and the tables it had \
+                 committed were put back where the lines above say so"
             );
             ExitCode::from(130)
         }

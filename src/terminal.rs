@@ -4,9 +4,12 @@
 //! there, and a second panic in the panic hook's own message aborts the process, leaving a
 //! run's staging folder behind. A message must never stop a job.
 
-use std::io::Write;
+use std::io::{ErrorKind, Write};
 
-/// `eprintln!` that drops the line when standard error cannot take it.
+use crate::error::{Error, Result};
+
+/// `eprintln!` that drops the line when standard error cannot take it (whatever the reason:
+/// there is nowhere left to say so).
 #[macro_export]
 macro_rules! to_stderr {
     ($($arg:tt)*) => {
@@ -14,11 +17,12 @@ macro_rules! to_stderr {
     };
 }
 
-/// `println!` that drops the line when standard output cannot take it.
+/// `println!` for the lines around a job's committed output (its summary, where the tables
+/// are), dropped when standard output cannot take them: the output is written either way.
 #[macro_export]
 macro_rules! to_stdout {
     ($($arg:tt)*) => {
-        $crate::terminal::write_stdout(format_args!($($arg)*), true)
+        $crate::terminal::write_stdout_line(format_args!($($arg)*))
     };
 }
 
@@ -31,21 +35,22 @@ pub fn write_stderr(line: std::fmt::Arguments) {
 }
 
 #[doc(hidden)]
-pub fn write_stdout(text: std::fmt::Arguments, newline: bool) {
-    let mut stdout = std::io::stdout().lock();
-    let _ = stdout
-        .write_fmt(text)
-        .and_then(|()| {
-            if newline {
-                stdout.write_all(b"\n")
-            } else {
-                Ok(())
-            }
-        })
-        .and_then(|()| stdout.flush());
+pub fn write_stdout_line(line: std::fmt::Arguments) {
+    let _ = write_stdout(format_args!("{line}\n"));
 }
 
-/// `print!` of a command's whole answer, dropped likewise.
-pub fn print_answer(text: &str) {
-    write_stdout(format_args!("{text}"), false);
+#[doc(hidden)]
+pub fn write_stdout(text: std::fmt::Arguments) -> std::io::Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_fmt(text).and_then(|()| stdout.flush())
+}
+
+/// A command's whole answer (`eval`'s scores, `explain`, `plan`, `report`) on standard output.
+/// A reader that has gone is no error (`neardup eval ... | head`); any other failure is (a full
+/// disk under `> scores.json` must not look like success).
+pub fn print_answer(text: &str) -> Result<()> {
+    match write_stdout(format_args!("{text}")) {
+        Err(e) if e.kind() != ErrorKind::BrokenPipe => Err(Error::io("standard output", e)),
+        _ => Ok(()),
+    }
 }

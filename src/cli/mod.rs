@@ -34,12 +34,12 @@ pub async fn execute(cli: Cli) -> Result<()> {
             let quiet = args.console.quiet;
             run_job(args.request(), quiet).await?
         }
-        Command::Eval(args) => crate::terminal::print_answer(&eval::eval(&args.options()).await?),
+        Command::Eval(args) => crate::terminal::print_answer(&eval::eval(&args.options()).await?)?,
         Command::Explain(args) => {
-            crate::terminal::print_answer(&explain::explain(&args.options()?).await?)
+            crate::terminal::print_answer(&explain::explain(&args.options()?).await?)?
         }
         Command::Report(args) => {
-            crate::terminal::print_answer(&html_report::report(&args.options()).await?)
+            crate::terminal::print_answer(&html_report::report(&args.options()).await?)?
         }
         Command::Generate(args) => {
             let options = args.options();
@@ -60,7 +60,7 @@ pub async fn execute(cli: Cli) -> Result<()> {
             );
         }
         Command::Plan(args) => {
-            crate::terminal::print_answer(&plan::compare_plans(&args.options()).await?)
+            crate::terminal::print_answer(&plan::compare_plans(&args.options()).await?)?
         }
         Command::Scheduler(args) => {
             let access = args.access.access()?;

@@ -21,7 +21,7 @@ use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 
 use crate::engine::commit::open_remote_output;
 use crate::engine::partial_file::{Existing, PartialFile, check_target};
-use crate::engine::staging::{OUTPUT_TABLES, SUMMARY_FILE, is_output_dir};
+use crate::engine::staging::{COMPLETE_MARKER, OUTPUT_TABLES, SUMMARY_FILE, is_output_dir};
 use crate::error::{Error, QueryContext, Result};
 use crate::input::format::FileFormat;
 use crate::job::summary::Summary;
@@ -97,17 +97,23 @@ pub async fn query(options: &QueryOptions) -> Result<()> {
         None => None,
     };
     // A committed output or an index is read by later queries and runs as it was committed: a
-    // result file inside it would become part of one of its tables, or replace its summary.
+    // result file among a table's files would become part of that table, one on its summary
+    // or marker would replace them. (The user's own files beside the tables are theirs.)
     if let Some(Place::Local(path)) = &out {
-        for (role, folder) in [("--data", &options.data), ("--index", &options.index)] {
-            if let Some(folder) = folder
-                && crate::engine::staging::is_inside(path, folder)
-            {
+        let output_parts = options.data.iter().flat_map(|data| {
+            let names = OUTPUT_TABLES
+                .into_iter()
+                .chain([SUMMARY_FILE, COMPLETE_MARKER]);
+            names.map(|name| ("--data", data.join(name)))
+        });
+        let index = options.index.iter().map(|index| ("--index", index.clone()));
+        for (role, part) in output_parts.chain(index) {
+            if crate::engine::staging::is_inside(path, &part) {
                 return Err(Error::Usage(format!(
-                    "--out {} is inside {role} {}, which later queries and runs read as it was \
-                     committed; write the result elsewhere",
+                    "--out {} would write into {role}'s {}, which later queries and runs read \
+                     as it was committed; write the result elsewhere",
                     path.display(),
-                    folder.display()
+                    part.display()
                 )));
             }
         }

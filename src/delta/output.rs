@@ -177,7 +177,14 @@ impl DeltaStaging {
         for table in OUTPUT_TABLES {
             self.stop_if_interrupted(&versions).await?;
             let staged = self.place().join(table);
-            if !has_files(&staged).await? {
+            let staged_files = match has_files(&staged).await {
+                Ok(any) => any,
+                Err(e) => {
+                    self.put_back(&versions).await;
+                    return Err(e);
+                }
+            };
+            if !staged_files {
                 continue;
             }
             let partitions: &[String] = if table == "dedup" { partition_by } else { &[] };

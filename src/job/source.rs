@@ -3,7 +3,7 @@
 //! and a failure traced to the file that caused it.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use datafusion::arrow::array::AsArray;
 use datafusion::arrow::datatypes::DataType;
@@ -14,7 +14,7 @@ use futures::StreamExt;
 use crate::engine::session::Console;
 use crate::engine::sql::{Bindings, query_stage, quote_ident, quote_literal, run_statements};
 use crate::engine::stages;
-use crate::engine::staging::refuse_overlap;
+use crate::engine::staging::{OUTPUT_TABLES, refuse_overlap};
 use crate::error::{Error, QueryContext, Result};
 use crate::index::batch::IndexedBatch;
 use crate::input::Corpus;
@@ -51,7 +51,7 @@ pub fn check_columns(config: &JobConfig, corpus: &Corpus) -> Result<Checked> {
                 features: canonical,
                 min_features: features.min_features,
                 partition_clause,
-                dedup_columns: dedup_columns(partition_by),
+                dedup_columns: dedup_columns(corpus, partition_by),
             };
             (params, Some(features))
         }
@@ -89,10 +89,14 @@ pub fn check_places(config: &JobConfig, corpus: &Corpus) -> Result<()> {
     for given in &config.inputs {
         if let Place::Local(path) = Place::parse(given, "--input")? {
             refuse_overlap(output, "--input", &path)?;
-            // A pattern's folder is searched like an input folder: an output inside it would
-            // be read as documents by the next run over the same pattern.
-            if let Some(folder) = pattern_folder(&path) {
-                refuse_overlap(output, "--input", &folder)?;
+            if pattern_reaches(&path, output) {
+                return Err(Error::Usage(format!(
+                    "--output {} is where --input {} finds files: a later run over the pattern \
+                     would read neardup's tables as documents; choose an output the pattern does \
+                     not reach",
+                    output.display(),
+                    crate::error::echo(given)
+                )));
             }
         }
     }
@@ -107,14 +111,30 @@ pub fn check_places(config: &JobConfig, corpus: &Corpus) -> Result<()> {
 /// The columns the deduplicated corpus is written with: the corpus's own, each partition
 /// column's NULL written as `__HIVE_DEFAULT_PARTITION__` (the Hive convention, which pyarrow,
 /// Spark and neardup's own inputs read back as NULL). DataFusion's writer would put a NULL in
-/// the folder of '' (strings) or of 0 (numbers, dates), and the value would be lost.
-fn dedup_columns(partition_by: &[String]) -> String {
+/// the folder of '' (strings) or of 0 (numbers, dates), and the value would be lost. The other
+/// values become text as the writer would write them, which `arrow_cast` to Utf8 matches for
+/// strings, integers, Date32 and booleans; a column of another type (floats, Date64: the
+/// writer writes 1 and a date where the cast gives 1.0 and a time) is left to the writer, so
+/// that its folders keep their names from run to run.
+fn dedup_columns(corpus: &Corpus, partition_by: &[String]) -> String {
     use crate::input::HIVE_NULL;
-    if partition_by.is_empty() {
-        return "c.*".into();
-    }
+    let as_written = |column: &String| {
+        corpus.schema.field_with_name(column).is_ok_and(|f| {
+            let kind = f.data_type();
+            kind.is_integer()
+                || matches!(
+                    kind,
+                    DataType::Utf8
+                        | DataType::LargeUtf8
+                        | DataType::Utf8View
+                        | DataType::Date32
+                        | DataType::Boolean
+                )
+        })
+    };
     let replaced: Vec<String> = partition_by
         .iter()
+        .filter(|column| as_written(column))
         .map(|column| {
             let column = quote_ident(column);
             format!(
@@ -123,25 +143,40 @@ fn dedup_columns(partition_by: &[String]) -> String {
             )
         })
         .collect();
+    if replaced.is_empty() {
+        return "c.*".into();
+    }
     format!("c.* REPLACE ({})", replaced.join(", "))
 }
 
-/// The folder a glob pattern searches: its path up to the first part with '*', '?' or '['
-/// (`corpus/**/*.parquet` -> `corpus`); `None` for a path that is no pattern.
-fn pattern_folder(path: &Path) -> Option<PathBuf> {
-    let mut folder = PathBuf::new();
-    for part in path.components() {
-        if part.as_os_str().to_string_lossy().contains(['*', '?', '[']) {
-            let folder = if folder.as_os_str().is_empty() {
-                PathBuf::from(".")
-            } else {
-                folder
-            };
-            return Some(folder);
-        }
-        folder.push(part);
+/// Whether a later run over the glob `pattern` would read an output at `output`: whether the
+/// pattern matches a file of one of its tables (`<output>/dedup/part-0.parquet`, and up to three
+/// partition folders deeper), matched part by part as the input search does (a `*` stays inside
+/// one folder; `**` spans any number).
+fn pattern_reaches(pattern: &Path, output: &Path) -> bool {
+    let text = pattern.to_string_lossy();
+    if !text.contains(['*', '?', '[']) {
+        return false;
     }
-    None
+    let (Ok(pattern), Ok(output)) = (std::path::absolute(pattern), std::path::absolute(output))
+    else {
+        return false;
+    };
+    let Ok(glob) = glob::Pattern::new(&pattern.to_string_lossy()) else {
+        return false;
+    };
+    let options = glob::MatchOptions {
+        require_literal_separator: true,
+        ..glob::MatchOptions::new()
+    };
+    OUTPUT_TABLES.iter().any(|table| {
+        let mut folder = output.join(table);
+        (0..=3).any(|_| {
+            let reached = glob.matches_path_with(&folder.join("part-0.parquet"), options);
+            folder.push("key=value");
+            reached
+        })
+    })
 }
 
 /// On a store, the same rule by URL: no input under the output prefix, and no output under an
@@ -455,30 +490,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_patterns_folder_is_its_path_before_the_first_wildcard() {
-        let folder = |p: &str| pattern_folder(Path::new(p));
-        assert_eq!(
-            folder("p/corpus/**/*.parquet"),
-            Some(PathBuf::from("p/corpus"))
-        );
-        assert_eq!(
-            folder("/data/day-*/part-?.parquet"),
-            Some(PathBuf::from("/data"))
-        );
-        assert_eq!(folder("*.parquet"), Some(PathBuf::from(".")));
-        assert_eq!(folder("p/corpus/part-0.parquet"), None);
-    }
-
-    #[test]
-    fn an_output_inside_a_patterns_folder_is_refused() {
-        let root = tempfile::tempdir().unwrap();
-        let corpus = root.path().join("corpus");
-        std::fs::create_dir_all(corpus.join("sub")).unwrap();
-        let pattern = corpus.join("**").join("*.parquet");
-        let folder = pattern_folder(&pattern).unwrap();
-        let err = refuse_overlap(&corpus.join("sub/out"), "--input", &folder).unwrap_err();
-        assert!(err.to_string().contains("inside --input"), "{err}");
-        assert!(refuse_overlap(&root.path().join("out"), "--input", &folder).is_ok());
+    fn a_pattern_reaches_an_output_only_where_it_matches_its_tables_files() {
+        let reaches =
+            |pattern: &str, output: &str| pattern_reaches(Path::new(pattern), Path::new(output));
+        // `**` reaches outputs anywhere below its folder, a partitioned dedup included.
+        assert!(reaches("/p/corpus/**/*.parquet", "/p/corpus/sub/out"));
+        assert!(reaches("/p/corpus/**/*.parquet", "/p/corpus/out"));
+        assert!(!reaches("/p/corpus/**/*.parquet", "/p/other/out"));
+        // One level per `*`: `*.parquet` beside the output, or `day-*/` folders, never reach
+        // its tables' files.
+        assert!(!reaches("/p/*.parquet", "/p/out"));
+        assert!(!reaches("/data/day-*/*.parquet", "/data/out"));
+        assert!(!reaches("/data/*/*.parquet", "/data/out"));
+        assert!(reaches("/data/*/*/*.parquet", "/data/out"));
+        assert!(reaches("/data/out/dedup/*/*.parquet", "/data/out"));
+        // A path without wildcards is no pattern; relative ones are taken from here.
+        assert!(!reaches("/p/corpus/run.parquet", "/p/corpus"));
+        assert!(reaches("corpus/**/*.parquet", "corpus/sub/out"));
     }
 
     fn corpus(columns: &[&str]) -> Corpus {
@@ -496,6 +524,41 @@ mod tests {
             partition_values: Vec::new(),
             delta_tables: Vec::new(),
         }
+    }
+
+    /// NULL partition values go to the Hive folder of NULL for the types whose other values the
+    /// cast writes as DataFusion's writer does; floats and Date64 are left to the writer.
+    #[test]
+    fn dedup_replaces_the_nulls_of_partition_columns_it_can_write_alike() {
+        let mut typed = corpus(&["id", "text"]);
+        let fields: Vec<Field> = [
+            ("id", DataType::Int64),
+            ("text", DataType::Utf8),
+            ("Lang", DataType::Utf8),
+            ("day", DataType::Date32),
+            ("n", DataType::UInt16),
+            ("f", DataType::Float64),
+            ("d64", DataType::Date64),
+        ]
+        .into_iter()
+        .map(|(name, kind)| Field::new(name, kind, true))
+        .collect();
+        typed.schema = Arc::new(Schema::new(fields));
+        let names = |list: &[&str]| list.iter().map(|c| c.to_string()).collect::<Vec<_>>();
+        assert_eq!(dedup_columns(&typed, &[]), "c.*");
+        assert_eq!(dedup_columns(&typed, &names(&["f", "d64"])), "c.*");
+        let columns = dedup_columns(&typed, &names(&["Lang", "f", "day", "n"]));
+        assert!(columns.starts_with("c.* REPLACE ("), "{columns}");
+        for column in ["\"Lang\"", "\"day\"", "\"n\""] {
+            assert!(
+                columns.contains(&format!(
+                    "CASE WHEN c.{column} IS NULL THEN '__HIVE_DEFAULT_PARTITION__' ELSE \
+                     arrow_cast(c.{column}, 'Utf8') END AS {column}"
+                )),
+                "{columns}"
+            );
+        }
+        assert!(!columns.contains("c.\"f\""), "{columns}");
     }
 
     #[test]

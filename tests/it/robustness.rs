@@ -607,3 +607,22 @@ fn a_closed_stderr_or_stdout_does_not_stop_a_run() {
         assert!(leftovers(dir.path()).is_empty(), "{closed} closed");
     }
 }
+
+/// Row "standard error or output closed by its reader", its last sentence: `plan`'s answer
+/// written to a full device fails the command, where a reader that went away does not.
+#[test]
+fn an_answer_that_cannot_be_written_is_an_error() {
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let result = Command::new(env!("CARGO_BIN_EXE_neardup"))
+        .args(["plan", "--docs", "1000000", "--k", "3"])
+        .stdout(full)
+        .output()
+        .unwrap();
+    let message = stderr(&result);
+    assert_eq!(result.status.code(), Some(1), "{message}");
+    assert!(message.contains("standard output"), "{message}");
+    assert!(!message.contains("internal error"), "{message}");
+}
