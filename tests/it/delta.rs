@@ -180,18 +180,24 @@ fn an_overwrite_is_a_new_version_and_the_previous_one_stays_readable() {
     assert_eq!(query_csv(&delta, sql), query_csv(&second, sql));
 }
 
+/// The sample run once into `dir/delta` as Delta tables: the folder, and each table's rows.
+fn first_delta_run(client: &Client, dir: &Path) -> (PathBuf, Vec<u64>) {
+    let delta = dir.join("delta");
+    run_sample(&delta, &["--output-format", "delta"]);
+    let rows = TABLES
+        .iter()
+        .map(|t| client.count(path_str(&delta.join(t)), "latest"))
+        .collect();
+    (delta, rows)
+}
+
 #[test]
 fn a_run_stopped_between_commits_is_named_and_undone_by_the_next_append() {
     let Some(client) = Client::new("a_run_stopped_between_commits") else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let delta = dir.path().join("delta");
-    run_sample(&delta, &["--output-format", "delta"]);
-    let rows: Vec<u64> = TABLES
-        .iter()
-        .map(|t| client.count(path_str(&delta.join(t)), "latest"))
-        .collect();
+    let (delta, rows) = first_delta_run(&client, dir.path());
     let sample = fixture("sample.parquet");
     let args = [
         "run",
@@ -250,12 +256,7 @@ fn ctrl_c_between_commits_puts_back_the_tables_committed() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let delta = dir.path().join("delta");
-    run_sample(&delta, &["--output-format", "delta"]);
-    let rows: Vec<u64> = TABLES
-        .iter()
-        .map(|t| client.count(path_str(&delta.join(t)), "latest"))
-        .collect();
+    let (delta, rows) = first_delta_run(&client, dir.path());
     let sample = fixture("sample.parquet");
     let args = |mode: &'static str, k: &'static str| {
         [

@@ -168,6 +168,22 @@ fn inputs_with_different_schemas_name_the_file() {
     );
 }
 
+/// `neardup run --input <input> --output <output>`, which must fail with exit code 1 and no
+/// panic; its message.
+fn failing_run(input: &std::path::Path, output: &std::path::Path) -> String {
+    let result = neardup(&[
+        "run",
+        "--input",
+        path_str(input),
+        "--output",
+        path_str(output),
+    ]);
+    let message = stderr(&result);
+    assert_eq!(result.status.code(), Some(1), "{message}");
+    assert!(!message.contains("panicked"), "{message}");
+    message
+}
+
 /// Parquet allows two columns of one name; the job reads by name and `dedup` would keep one,
 /// so such a file is refused, naming it and the column, before any work.
 #[test]
@@ -200,15 +216,7 @@ fn a_file_with_two_columns_of_one_name_is_refused() {
     writer.close().unwrap();
 
     let output = dir.path().join("out");
-    let result = neardup(&[
-        "run",
-        "--input",
-        path_str(&input),
-        "--output",
-        path_str(&output),
-    ]);
-    let message = stderr(&result);
-    assert_eq!(result.status.code(), Some(1), "{message}");
+    let message = failing_run(&input, &output);
     assert!(
         message.contains("twice.parquet") && message.contains("two columns named 'text'"),
         "{message}"
@@ -224,15 +232,7 @@ fn an_empty_text_file_is_named_as_having_no_columns() {
     for name in ["empty.csv", "empty.jsonl"] {
         let input = dir.path().join(name);
         std::fs::write(&input, "").unwrap();
-        let result = neardup(&[
-            "run",
-            "--input",
-            path_str(&input),
-            "--output",
-            path_str(&dir.path().join("out")),
-        ]);
-        let message = stderr(&result);
-        assert_eq!(result.status.code(), Some(1), "{message}");
+        let message = failing_run(&input, &dir.path().join("out"));
         assert!(
             message.contains(name) && message.contains("has no columns"),
             "{message}"
@@ -252,22 +252,12 @@ fn an_inferred_null_column_and_a_device_are_explained() {
     )
     .unwrap();
     let output = dir.path().join("out");
-    let result = neardup(&[
-        "run",
-        "--input",
-        path_str(&input),
-        "--output",
-        path_str(&output),
-    ]);
-    let message = stderr(&result);
-    assert_eq!(result.status.code(), Some(1), "{message}");
+    let message = failing_run(&input, &output);
     assert!(
         message.contains("has type Null")
             && message.contains("take their type from the first rows"),
         "{message}"
     );
-    let result = neardup(&["run", "--input", "/dev/null", "--output", path_str(&output)]);
-    let message = stderr(&result);
-    assert_eq!(result.status.code(), Some(1), "{message}");
+    let message = failing_run(std::path::Path::new("/dev/null"), &output);
     assert!(message.contains("neither a file nor a folder"), "{message}");
 }
