@@ -29,18 +29,14 @@ pub fn interrupted() -> bool {
 /// one per table: ending the process between two would leave tables of two runs side by
 /// side, so while they run an interrupt is left to them (they stop before the next table and
 /// put back those already committed) instead of ending the process at once.
-#[derive(Default)]
 struct Commits {
     running: bool,
-    /// The handler has begun ending the process: no commit may start.
-    stopping: bool,
     /// The handler left the interrupt to the commits.
     deferred: bool,
 }
 
 static COMMITS: Mutex<Commits> = Mutex::new(Commits {
     running: false,
-    stopping: false,
     deferred: false,
 });
 
@@ -55,27 +51,24 @@ impl Drop for CommitsRunning {
     }
 }
 
-/// Marks the start of a Delta output's commits. Refused once the interrupt handler has begun
-/// ending the process (it exits in a moment; nothing is committed).
+/// Marks the start of a Delta output's commits. Refused once Ctrl-C has arrived: the handler
+/// marks the interrupt before it looks at the commits, so under this lock either it sees them
+/// running, or they see the interrupt and never start (the handler exits in a moment).
 pub fn begin_commits() -> Result<CommitsRunning> {
     let mut commits = COMMITS.lock().unwrap_or_else(|e| e.into_inner());
-    if commits.stopping || interrupted() {
+    if interrupted() {
         return Err(Error::Input("interrupted before the commits".into()));
     }
     commits.running = true;
     Ok(CommitsRunning(()))
 }
 
-/// For the interrupt handler: true when commits are running, which then stop at the next table
-/// (they check [`interrupted`]) and the job ends with exit code 130; false when the handler
-/// ends the process itself, and no commit may begin after this.
+/// For the interrupt handler, after [`mark_interrupted`]: true when commits are running, which
+/// then stop at the next table (they check [`interrupted`]) and the job ends with exit code
+/// 130; false when the handler ends the process itself.
 pub fn defer_interrupt_to_commits() -> bool {
     let mut commits = COMMITS.lock().unwrap_or_else(|e| e.into_inner());
-    if commits.running {
-        commits.deferred = true;
-    } else {
-        commits.stopping = true;
-    }
+    commits.deferred = commits.running;
     commits.running
 }
 

@@ -106,11 +106,9 @@ pub async fn resolve_inputs(
             }
             Place::Local(path) => {
                 let path = local_output_table(path, output_table)?;
-                let resolved = resolve_local(&[path.to_string_lossy().into_owned()], format)?;
-                for (file, file_format) in resolved {
-                    if seen_local.insert(real_path(&file)) {
-                        found.files.push((Place::Local(file), file_format));
-                    }
+                let input = [path.to_string_lossy().into_owned()];
+                for (file, file_format) in resolve_local(&input, format, &mut seen_local)? {
+                    found.files.push((Place::Local(file), file_format));
                 }
             }
         }
@@ -211,10 +209,14 @@ fn local_output_table(path: PathBuf, table: &str) -> Result<PathBuf> {
     Ok(folder)
 }
 
-/// Local inputs: files, folders and globs, each real file once.
-fn resolve_local(inputs: &[String], format: Option<Format>) -> Result<Vec<(PathBuf, FileFormat)>> {
+/// Local inputs: files, folders and globs, each real file once: a file whose real path is in
+/// `seen` (from these inputs or earlier ones) is skipped, and each one taken is added.
+fn resolve_local(
+    inputs: &[String],
+    format: Option<Format>,
+    seen: &mut BTreeSet<PathBuf>,
+) -> Result<Vec<(PathBuf, FileFormat)>> {
     let mut files = Vec::new();
-    let mut seen = BTreeSet::new();
     for input in inputs {
         for file in expand(input, format)? {
             if has_glob_characters(&file) {
@@ -1011,9 +1013,15 @@ mod tests {
 
     #[test]
     fn missing_inputs_are_named() {
-        let err = resolve_local(&["/no/such/file.parquet".into()], None).unwrap_err();
+        let err = resolve_local(
+            &["/no/such/file.parquet".into()],
+            None,
+            &mut BTreeSet::new(),
+        )
+        .unwrap_err();
         assert!(err.to_string().contains("/no/such/file.parquet"));
-        let err = resolve_local(&["/no/such/*.parquet".into()], None).unwrap_err();
+        let err =
+            resolve_local(&["/no/such/*.parquet".into()], None, &mut BTreeSet::new()).unwrap_err();
         assert!(err.to_string().contains("matches no file"));
     }
 
@@ -1021,7 +1029,12 @@ mod tests {
     fn folder_without_parquet_is_an_error() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("notes.txt"), "x").unwrap();
-        let err = resolve_local(&[dir.path().display().to_string()], None).unwrap_err();
+        let err = resolve_local(
+            &[dir.path().display().to_string()],
+            None,
+            &mut BTreeSet::new(),
+        )
+        .unwrap_err();
         assert!(
             err.to_string()
                 .contains("no .parquet, .jsonl or .csv files"),
@@ -1076,7 +1089,8 @@ mod tests {
         let inputs = vec![input.display().to_string()];
         let (send, receive) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
-            let found = resolve_local(&inputs, None).map_err(|e| e.to_string());
+            let found =
+                resolve_local(&inputs, None, &mut BTreeSet::new()).map_err(|e| e.to_string());
             let _ = send.send(found.map(|files| files.into_iter().map(|(f, _)| f).collect()));
         });
         receive
@@ -1146,6 +1160,7 @@ mod tests {
                 outside.join("y.parquet").display().to_string(),
             ],
             None,
+            &mut BTreeSet::new(),
         )
         .unwrap();
         let both: Vec<PathBuf> = both.into_iter().map(|(f, _)| f).collect();

@@ -203,7 +203,7 @@ impl Summary {
             return Err(Error::Input(format!(
                 "{place} is not a neardup summary: parameters.fingerprint_bits is \
                  {fingerprint_bits} and parameters.k {k} (a run has 64 or 128 bits and k up to \
-                 a eighth of them)"
+                 an eighth of them)"
             )));
         }
         Ok(summary)
