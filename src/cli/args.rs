@@ -840,6 +840,7 @@ query is an interactive shell: statements end with ';' and may span lines, \\d l
 shows a table's columns, \\q quits; history is kept in ~/.neardup_history (or $NEARDUP_HISTORY).\nFunctions: simhash(text [, options]), simhash_details(text [, options]), \
 simhash_sketch(text [, options]), sketch_similarity(a, b), clean_text(text [, options]), hamming(a, b), bucket(simhash, n), band_key(simhash, band, plan), \
 shared_band(a, b, plan), signed_bits(simhash) and unsigned_bits(bits) (a fingerprint as Int64 and back, for tables without unsigned integers), \
+hive_partition_value(value) (the Hive folder --partition-by writes a value to, NULL as __HIVE_DEFAULT_PARTITION__), \
 and the aggregate band_pairs(simhash, band, k [, plan]). Options are run's --features string, e.g. 'mode=chars,n=3'."
 )]
 pub struct QueryArgs {

@@ -954,16 +954,50 @@ async fn read_schema_of(
 ) -> Result<(SchemaRef, u64)> {
     let location = file.to_string();
     let unreadable = |e: datafusion::error::DataFusionError| {
+        let message = e.strip_backtrace();
+        // The JSON reader says only that the stream is not UTF-8; find the line for it.
+        let line = match file {
+            Place::Local(path)
+                if format.format == Format::JsonLines
+                    && format.compression == format::Compression::None
+                    && message.contains("UTF-8") =>
+            {
+                first_line_not_utf8(path)
+            }
+            _ => None,
+        };
+        let at = line.map_or(String::new(), |(line, offset)| {
+            format!(" (line {line}, byte {offset} of the file, is not UTF-8)")
+        });
         Error::Input(format!(
-            "{location} is not a readable {} file: {}",
+            "{location} is not a readable {} file{at}: {message}",
             format.format,
-            e.strip_backtrace()
         ))
     };
     let frame = format.read(ctx, &location).await.map_err(unreadable)?;
     let schema = Arc::new(frame.schema().as_arrow().clone());
     let rows = frame.count().await.map_err(unreadable)?;
     Ok((schema, rows as u64))
+}
+
+/// The first line of a local file that is not UTF-8 (numbered from 1) and the place of its first
+/// bad byte in the file (from 0); `None` when every line is, or the file cannot be read again.
+fn first_line_not_utf8(path: &Path) -> Option<(u64, u64)> {
+    use std::io::BufRead;
+    let mut reader = std::io::BufReader::new(File::open(path).ok()?);
+    let (mut line, mut offset) = (Vec::new(), 0u64);
+    for number in 1u64.. {
+        line.clear();
+        let read = reader.read_until(b'\n', &mut line).ok()?;
+        if read == 0 {
+            return None;
+        }
+        if let Err(e) = std::str::from_utf8(&line) {
+            return Some((number, offset + e.valid_up_to() as u64));
+        }
+        offset += read as u64;
+    }
+    None
 }
 
 /// Describes the first difference in column names or types, ignoring metadata.
@@ -984,6 +1018,22 @@ fn schema_difference(a: &SchemaRef, b: &SchemaRef) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_first_line_that_is_not_utf8_is_found_with_its_byte() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("bad.jsonl");
+        std::fs::write(
+            &file,
+            b"{\"a\":\"\xc3\xa9\"}\n{\"a\":\"ok\"}\n{\"a\":\"x\xff\"}\n",
+        )
+        .unwrap();
+        // Lines 1 and 2 are 11 bytes each with their newlines (é is two); the bad byte follows
+        // `{"a":"x`, 7 bytes into line 3.
+        assert_eq!(first_line_not_utf8(&file), Some((3, 11 + 11 + 7)));
+        std::fs::write(&file, "{\"a\":\"é\"}\n").unwrap();
+        assert_eq!(first_line_not_utf8(&file), None);
+    }
 
     #[test]
     fn a_dictionary_text_column_is_named_with_the_sql_to_decode_it() {

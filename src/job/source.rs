@@ -109,38 +109,24 @@ pub fn check_places(config: &JobConfig, corpus: &Corpus) -> Result<()> {
 }
 
 /// The columns the deduplicated corpus is written with: the corpus's own, each partition
-/// column's NULL written as `__HIVE_DEFAULT_PARTITION__` (the Hive convention, which pyarrow,
-/// Spark and neardup's own inputs read back as NULL). DataFusion's writer would put a NULL in
-/// the folder of '' (strings) or of 0 (numbers, dates), and the value would be lost. The other
-/// values become text as the writer would write them, which `arrow_cast` to Utf8 matches for
-/// strings, integers, Date32 and booleans; a column of another type (floats, Date64: the
-/// writer writes 1 and a date where the cast gives 1.0 and a time) is left to the writer, so
-/// that its folders keep their names from run to run.
+/// column named by the folder it goes to (`hive_partition_value`, src/udf/hive_partition.rs):
+/// a NULL as `__HIVE_DEFAULT_PARTITION__` (the Hive convention, which pyarrow, Spark and
+/// neardup's own inputs read back as NULL), where DataFusion's writer would put it in the folder
+/// of '' (strings) or of 0 (numbers, dates) and the value would be lost; every other value as
+/// the writer spells it, so that its folders keep their names from run to run. A column of a
+/// type the writer cannot partition by is left to the writer's own error.
 fn dedup_columns(corpus: &Corpus, partition_by: &[String]) -> String {
-    use crate::input::HIVE_NULL;
-    let as_written = |column: &String| {
-        corpus.schema.field_with_name(column).is_ok_and(|f| {
-            let kind = f.data_type();
-            kind.is_integer()
-                || matches!(
-                    kind,
-                    DataType::Utf8
-                        | DataType::LargeUtf8
-                        | DataType::Utf8View
-                        | DataType::Date32
-                        | DataType::Boolean
-                )
-        })
-    };
     let replaced: Vec<String> = partition_by
         .iter()
-        .filter(|column| as_written(column))
+        .filter(|column| {
+            corpus
+                .schema
+                .field_with_name(column)
+                .is_ok_and(|f| crate::udf::is_partition_type(f.data_type()))
+        })
         .map(|column| {
             let column = quote_ident(column);
-            format!(
-                "CASE WHEN c.{column} IS NULL THEN '{HIVE_NULL}' ELSE arrow_cast(c.{column}, \
-                 'Utf8') END AS {column}"
-            )
+            format!("hive_partition_value(c.{column}) AS {column}")
         })
         .collect();
     if replaced.is_empty() {
@@ -526,10 +512,10 @@ mod tests {
         }
     }
 
-    /// NULL partition values go to the Hive folder of NULL for the types whose other values the
-    /// cast writes as DataFusion's writer does; floats and Date64 are left to the writer.
+    /// Every partition column of a type the writer partitions by is named by its folder, NULL
+    /// included; others are left to the writer.
     #[test]
-    fn dedup_replaces_the_nulls_of_partition_columns_it_can_write_alike() {
+    fn dedup_names_every_partition_column_by_its_folder() {
         let mut typed = corpus(&["id", "text"]);
         let fields: Vec<Field> = [
             ("id", DataType::Int64),
@@ -539,6 +525,7 @@ mod tests {
             ("n", DataType::UInt16),
             ("f", DataType::Float64),
             ("d64", DataType::Date64),
+            ("money", DataType::Decimal128(5, 2)),
         ]
         .into_iter()
         .map(|(name, kind)| Field::new(name, kind, true))
@@ -546,19 +533,16 @@ mod tests {
         typed.schema = Arc::new(Schema::new(fields));
         let names = |list: &[&str]| list.iter().map(|c| c.to_string()).collect::<Vec<_>>();
         assert_eq!(dedup_columns(&typed, &[]), "c.*");
-        assert_eq!(dedup_columns(&typed, &names(&["f", "d64"])), "c.*");
-        let columns = dedup_columns(&typed, &names(&["Lang", "f", "day", "n"]));
+        assert_eq!(dedup_columns(&typed, &names(&["money"])), "c.*");
+        let columns = dedup_columns(&typed, &names(&["Lang", "f", "day", "n", "d64", "money"]));
         assert!(columns.starts_with("c.* REPLACE ("), "{columns}");
-        for column in ["\"Lang\"", "\"day\"", "\"n\""] {
+        for column in ["\"Lang\"", "\"f\"", "\"day\"", "\"n\"", "\"d64\""] {
             assert!(
-                columns.contains(&format!(
-                    "CASE WHEN c.{column} IS NULL THEN '__HIVE_DEFAULT_PARTITION__' ELSE \
-                     arrow_cast(c.{column}, 'Utf8') END AS {column}"
-                )),
+                columns.contains(&format!("hive_partition_value(c.{column}) AS {column}")),
                 "{columns}"
             );
         }
-        assert!(!columns.contains("c.\"f\""), "{columns}");
+        assert!(!columns.contains("money"), "{columns}");
     }
 
     #[test]

@@ -7,6 +7,7 @@ mod bits;
 mod bucket;
 pub mod ffi;
 mod hamming;
+mod hive_partition;
 mod simhash;
 pub(crate) mod similarity;
 
@@ -22,6 +23,7 @@ pub use bits::{signed_bits_udf, unsigned_bits_udf};
 pub use bucket::bucket_udf;
 pub use hamming::hamming_udf;
 pub(crate) use hamming::wide_value;
+pub use hive_partition::{hive_partition_value_udf, is_partition_type};
 pub use simhash::{
     clean_text_udf, fingerprints, simhash_details_udf, simhash_sketch_udf, simhash_udf,
 };
@@ -42,6 +44,7 @@ pub fn functions() -> Vec<Arc<ScalarUDF>> {
         shared_band_udf(),
         signed_bits_udf(),
         unsigned_bits_udf(),
+        hive_partition_value_udf(),
     ]
 }
 

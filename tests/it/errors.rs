@@ -240,6 +240,33 @@ fn an_empty_text_file_is_named_as_having_no_columns() {
     }
 }
 
+/// A text file with a byte that is not UTF-8 is refused naming its line: CSV's reader says the
+/// line and field, and for JSON Lines, whose reader does not, the job finds the line itself.
+#[test]
+fn text_that_is_not_utf8_is_refused_naming_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("bad.csv");
+    std::fs::write(&csv, b"id,text\n1,hello there\n2,bad \xff here\n").unwrap();
+    let message = failing_run(&csv, &dir.path().join("out"));
+    assert!(
+        message.contains("bad.csv") && message.contains("line 3"),
+        "{message}"
+    );
+    let jsonl = dir.path().join("bad.jsonl");
+    std::fs::write(
+        &jsonl,
+        b"{\"id\":1,\"text\":\"hello\"}\n{\"id\":2,\"text\":\"b\xffd\"}\n",
+    )
+    .unwrap();
+    let message = failing_run(&jsonl, &dir.path().join("out"));
+    // Line 1 is 24 bytes with its newline; the bad byte is 17 into line 2.
+    assert!(
+        message.contains("bad.jsonl") && message.contains("line 2, byte 41 of the file"),
+        "{message}"
+    );
+    assert!(!dir.path().join("out").exists());
+}
+
 /// A JSON Lines text column that is NULL in the rows its type is inferred from is named with
 /// why its type is Null; a device given as input is not said to be missing.
 #[test]

@@ -531,3 +531,67 @@ fn null_partition_values_stay_null() {
         "[(1, 'a', 1), (2, None, None), (3, '', 0), (4, None, 0)]"
     );
 }
+
+/// The same for floats and dates of milliseconds (Date64), whose other values the writer spells
+/// its own way (1.0 as `1`, a Date64 as its day): NULL in the Hive folder of NULL, not in that of
+/// 0 or of 1970-01-01, and every value back as it was through pyarrow.
+#[test]
+fn null_float_and_date64_partition_values_stay_null() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.parquet");
+    make_parquet(
+        &input,
+        "SELECT id, f, arrow_cast(d, 'Date64') AS d, text FROM (VALUES \
+         (1, 1.0, '2026-12-07', 'x y z w'), (2, NULL, NULL, 'p q r s'), \
+         (3, 0.0, '1970-01-01', 's t u v'), (4, 2.5, NULL, 'v w x y')) AS t(id, f, d, text)",
+    );
+    let out = dir.path().join("out");
+    neardup_ok(&[
+        "run",
+        "-q",
+        "--input",
+        path_str(&input),
+        "--output",
+        path_str(&out),
+        "--partition-by",
+        "f,d",
+    ]);
+    for folder in [
+        "f=1/d=2026-12-07",
+        "f=__HIVE_DEFAULT_PARTITION__/d=__HIVE_DEFAULT_PARTITION__",
+        "f=0/d=1970-01-01",
+        "f=2.5/d=__HIVE_DEFAULT_PARTITION__",
+    ] {
+        assert!(out.join("dedup").join(folder).is_dir(), "{folder}");
+    }
+    let nulls = neardup_ok(&[
+        "query",
+        "--data",
+        path_str(&out),
+        "--format",
+        "csv",
+        "SELECT id, f IS NULL AS f_null, d IS NULL AS d_null FROM dedup ORDER BY id",
+    ]);
+    assert_eq!(
+        nulls,
+        "id,f_null,d_null\n1,false,false\n2,true,true\n3,false,false\n4,false,true\n"
+    );
+    let Some(python) = crate::delta::python("null_float_and_date64_partition_values_stay_null")
+    else {
+        return;
+    };
+    let script = "import sys, pyarrow as pa, pyarrow.dataset as ds\n\
+        part = ds.partitioning(pa.schema([('f', pa.float64()), ('d', pa.date32())]), flavor='hive')\n\
+        t = ds.dataset(sys.argv[1], format='parquet', partitioning=part).to_table()\n\
+        rows = sorted(zip(t['id'].to_pylist(), t['f'].to_pylist(), map(str, t['d'].to_pylist())))\n\
+        print(rows)";
+    let read = std::process::Command::new(python)
+        .args(["-c", script, path_str(&out.join("dedup"))])
+        .output()
+        .unwrap();
+    assert!(read.status.success(), "{}", stderr(&read));
+    assert_eq!(
+        String::from_utf8_lossy(&read.stdout).trim(),
+        "[(1, 1.0, '2026-12-07'), (2, None, 'None'), (3, 0.0, '1970-01-01'), (4, 2.5, 'None')]"
+    );
+}

@@ -1,0 +1,276 @@
+//! `hive_partition_value(value) -> Utf8`: the name of the Hive folder (`column=<name>`) that
+//! DataFusion's writer puts a row in for `value`, with NULL named `__HIVE_DEFAULT_PARTITION__`.
+//! The writer itself names a NULL's folder after whatever its array holds in that slot ('' for
+//! strings, 0 for numbers and dates), so the value would come back as '' or 0; the deduplicated
+//! corpus is written through this function instead (src/job/source.rs). Every other value is
+//! spelled as the writer spells it (Rust's `Display` for numbers, so 1.0 is `1`; `%Y-%m-%d` for
+//! dates), so that a partition keeps its folder from one run to the next.
+
+use std::sync::{Arc, LazyLock};
+
+use chrono::NaiveDate;
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, StringBuilder};
+use datafusion::arrow::datatypes::{
+    DataType, Date32Type, Date64Type, Float16Type, Float32Type, Float64Type, Int8Type, Int16Type,
+    Int32Type, Int64Type, UInt8Type, UInt16Type, UInt32Type, UInt64Type,
+};
+use datafusion::common::{exec_err, utils::take_function_args};
+use datafusion::error::Result;
+use datafusion::logical_expr::{
+    ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
+};
+
+use crate::input::HIVE_NULL;
+
+static HIVE_PARTITION_VALUE: LazyLock<Arc<ScalarUDF>> =
+    LazyLock::new(|| Arc::new(ScalarUDF::new_from_impl(HivePartitionValue::new())));
+
+/// The `hive_partition_value` SQL function.
+pub fn hive_partition_value_udf() -> Arc<ScalarUDF> {
+    Arc::clone(&HIVE_PARTITION_VALUE)
+}
+
+/// Whether DataFusion's writer can partition by a column of this type (the types
+/// `hive_partition_value` names folders for).
+pub fn is_partition_type(data_type: &DataType) -> bool {
+    match data_type {
+        DataType::Dictionary(_, values) => is_string(values),
+        other => {
+            is_string(other)
+                || other.is_integer()
+                || other.is_floating()
+                || matches!(
+                    other,
+                    DataType::Boolean | DataType::Date32 | DataType::Date64
+                )
+        }
+    }
+}
+
+fn is_string(data_type: &DataType) -> bool {
+    matches!(
+        data_type,
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+    )
+}
+
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct HivePartitionValue {
+    signature: Signature,
+}
+
+impl HivePartitionValue {
+    fn new() -> Self {
+        Self {
+            signature: Signature::any(1, Volatility::Immutable),
+        }
+    }
+}
+
+impl ScalarUDFImpl for HivePartitionValue {
+    fn name(&self) -> &str {
+        "hive_partition_value"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
+        match arg_types {
+            [kind] if is_partition_type(kind) || kind == &DataType::Null => Ok(DataType::Utf8),
+            [kind] => exec_err!(
+                "hive_partition_value: a column of type {kind} cannot name a partition folder"
+            ),
+            _ => exec_err!("hive_partition_value takes one value"),
+        }
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let [value] = take_function_args(self.name(), args.args)?;
+        let rows = args.number_rows;
+        let array = value.into_array(rows)?;
+        Ok(ColumnarValue::Array(folder_names(&array)?))
+    }
+}
+
+/// Each row's folder name.
+fn folder_names(array: &ArrayRef) -> Result<ArrayRef> {
+    let mut names = StringBuilder::with_capacity(array.len(), array.len() * 8);
+    let mut put = |row: usize, name: &dyn Fn(usize) -> Result<String>| -> Result<()> {
+        if array.is_null(row) {
+            names.append_value(HIVE_NULL);
+        } else {
+            names.append_value(name(row)?);
+        }
+        Ok(())
+    };
+    macro_rules! each_row {
+        ($name:expr) => {
+            for row in 0..array.len() {
+                put(row, &$name)?;
+            }
+        };
+    }
+    macro_rules! numbers {
+        ($kind:ty) => {{
+            let values = array.as_primitive::<$kind>();
+            each_row!(|row| Ok(values.value(row).to_string()))
+        }};
+    }
+    match array.data_type() {
+        DataType::Null => each_row!(|_| Ok(String::new())),
+        DataType::Utf8 => {
+            let values = array.as_string::<i32>();
+            each_row!(|row| Ok(values.value(row).to_string()))
+        }
+        DataType::LargeUtf8 => {
+            let values = array.as_string::<i64>();
+            each_row!(|row| Ok(values.value(row).to_string()))
+        }
+        DataType::Utf8View => {
+            let values = array.as_string_view();
+            each_row!(|row| Ok(values.value(row).to_string()))
+        }
+        DataType::Dictionary(_, values) if is_string(values) => {
+            // The dictionary's keys chose the values: name the values, then take them by key.
+            let dictionary = array.as_any_dictionary();
+            let named = folder_names(dictionary.values())?;
+            let taken = datafusion::arrow::compute::take(&named, dictionary.keys(), None)?;
+            let keys = dictionary.keys();
+            let names = taken.as_string::<i32>();
+            let mut out = StringBuilder::with_capacity(array.len(), array.len() * 8);
+            for row in 0..array.len() {
+                if keys.is_null(row) || names.is_null(row) {
+                    out.append_value(HIVE_NULL);
+                } else {
+                    out.append_value(names.value(row));
+                }
+            }
+            return Ok(Arc::new(out.finish()));
+        }
+        DataType::Boolean => {
+            let values = array.as_boolean();
+            each_row!(|row| Ok(values.value(row).to_string()))
+        }
+        DataType::Date32 => {
+            let values = array.as_primitive::<Date32Type>();
+            each_row!(|row| day_name(i64::from(values.value(row))))
+        }
+        DataType::Date64 => {
+            // Whole days of milliseconds, truncated toward zero as the writer divides.
+            let values = array.as_primitive::<Date64Type>();
+            each_row!(|row| day_name(values.value(row) / 86_400_000))
+        }
+        DataType::Int8 => numbers!(Int8Type),
+        DataType::Int16 => numbers!(Int16Type),
+        DataType::Int32 => numbers!(Int32Type),
+        DataType::Int64 => numbers!(Int64Type),
+        DataType::UInt8 => numbers!(UInt8Type),
+        DataType::UInt16 => numbers!(UInt16Type),
+        DataType::UInt32 => numbers!(UInt32Type),
+        DataType::UInt64 => numbers!(UInt64Type),
+        DataType::Float16 => numbers!(Float16Type),
+        DataType::Float32 => numbers!(Float32Type),
+        DataType::Float64 => numbers!(Float64Type),
+        other => {
+            return exec_err!(
+                "hive_partition_value: a column of type {other} cannot name a partition folder"
+            );
+        }
+    }
+    Ok(Arc::new(names.finish()))
+}
+
+/// `%Y-%m-%d` of a day counted from 1970-01-01; an error (where the writer would panic) for a
+/// day chrono cannot represent.
+fn day_name(days_since_epoch: i64) -> Result<String> {
+    const EPOCH_DAYS_FROM_CE: i64 = 719_163;
+    let day = i32::try_from(EPOCH_DAYS_FROM_CE + days_since_epoch)
+        .ok()
+        .and_then(NaiveDate::from_num_days_from_ce_opt);
+    match day {
+        Some(day) => Ok(day.format("%Y-%m-%d").to_string()),
+        None => exec_err!(
+            "hive_partition_value: day {days_since_epoch} after 1970-01-01 is not a date \
+             a partition folder can name"
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use datafusion::arrow::array::{Array, AsArray};
+
+    use crate::udf::test_util::sql;
+
+    async fn names(select: &str) -> Vec<String> {
+        let batches = sql(&format!(
+            "SELECT hive_partition_value(v) AS name FROM ({select}) AS t(v)"
+        ))
+        .await;
+        batches
+            .iter()
+            .flat_map(|b| {
+                let names = b.column(0).as_string::<i32>();
+                (0..names.len())
+                    .map(|i| names.value(i).to_string())
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    /// The names DataFusion's writer gives these values' folders (Rust's `Display` of the
+    /// number, the day), and the Hive name of NULL where the writer would say '' or 0.
+    #[tokio::test]
+    async fn values_are_named_as_the_writer_names_them_and_null_as_hive_does() {
+        assert_eq!(
+            names("VALUES (1.0), (NULL), (0.0), (2.5), (-0.5)").await,
+            ["1", "__HIVE_DEFAULT_PARTITION__", "0", "2.5", "-0.5"]
+        );
+        assert_eq!(
+            names("VALUES ('a'), (NULL), ('')").await,
+            ["a", "__HIVE_DEFAULT_PARTITION__", ""]
+        );
+        assert_eq!(
+            names("VALUES (arrow_cast('2026-12-07', 'Date64')), (NULL)").await,
+            ["2026-12-07", "__HIVE_DEFAULT_PARTITION__"]
+        );
+        assert_eq!(
+            names("VALUES (DATE '1969-12-31'), (NULL)").await,
+            ["1969-12-31", "__HIVE_DEFAULT_PARTITION__"]
+        );
+        assert_eq!(
+            names("VALUES (arrow_cast(7, 'UInt16')), (NULL)").await,
+            ["7", "__HIVE_DEFAULT_PARTITION__"]
+        );
+        assert_eq!(
+            names("VALUES (true), (NULL)").await,
+            ["true", "__HIVE_DEFAULT_PARTITION__"]
+        );
+        assert_eq!(
+            names(
+                "VALUES (arrow_cast('x', 'Dictionary(Int32, Utf8)')), \
+                 (arrow_cast(NULL, 'Dictionary(Int32, Utf8)'))"
+            )
+            .await,
+            ["x", "__HIVE_DEFAULT_PARTITION__"]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_type_no_folder_can_name_is_an_error() {
+        let ctx = crate::udf::test_util::context();
+        let planned = ctx
+            .sql("SELECT hive_partition_value(arrow_cast(1, 'Decimal128(5, 2)'))")
+            .await;
+        let message = match planned {
+            Ok(frame) => frame.collect().await.unwrap_err().to_string(),
+            Err(e) => e.to_string(),
+        };
+        assert!(
+            message.contains("cannot name a partition folder"),
+            "{message}"
+        );
+    }
+}
