@@ -5,6 +5,7 @@
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::csv;
@@ -128,9 +129,13 @@ pub async fn query(options: &QueryOptions) -> Result<()> {
     let frame = crate::engine::sql::run_all_but_last(&ctx, sql).await?;
     match &out {
         None => {
-            let sink = BufWriter::new(std::io::stdout());
-            write_result(frame, options, sink, Path::new(STANDARD_OUTPUT)).await?;
-            Ok(())
+            let (sink, gone) = NotingReaderGone::new(BufWriter::new(std::io::stdout()));
+            match write_result(frame, options, sink, Path::new(STANDARD_OUTPUT)).await {
+                // A reader that took what it wanted and left (`neardup query ... | head`): the
+                // write that found it gone ended the query, and that is no failure.
+                Err(_) if gone.load(Ordering::Relaxed) => Ok(()),
+                other => other.map(|_rows| ()),
+            }
         }
         Some(Place::Local(path)) => {
             // Written under a partial name and renamed: the file appears whole or not at all
@@ -436,6 +441,46 @@ impl<W: Write> TableWriter<W> {
             line.push('|');
         }
         writeln!(self.sink, "{line}").map_err(write_error(&self.target))
+    }
+}
+
+/// Standard output that notes when its reader has gone (a pipe closed at its other end), so
+/// that the error which then ends the writing can be told from a failure. The formats' writers
+/// wrap an IO error in their own, whose kind is lost by the time it reaches the caller.
+struct NotingReaderGone<W> {
+    inner: W,
+    gone: Arc<AtomicBool>,
+}
+
+impl<W: Write> NotingReaderGone<W> {
+    fn new(inner: W) -> (Self, Arc<AtomicBool>) {
+        let gone = Arc::new(AtomicBool::new(false));
+        let sink = Self {
+            inner,
+            gone: Arc::clone(&gone),
+        };
+        (sink, gone)
+    }
+
+    fn note<T>(&self, result: std::io::Result<T>) -> std::io::Result<T> {
+        if let Err(e) = &result
+            && e.kind() == std::io::ErrorKind::BrokenPipe
+        {
+            self.gone.store(true, Ordering::Relaxed);
+        }
+        result
+    }
+}
+
+impl<W: Write> Write for NotingReaderGone<W> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        let result = self.inner.write(bytes);
+        self.note(result)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let result = self.inner.flush();
+        self.note(result)
     }
 }
 

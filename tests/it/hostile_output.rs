@@ -521,13 +521,8 @@ fn null_partition_values_stay_null() {
         t = ds.dataset(sys.argv[1], format='parquet', partitioning='hive').to_table()\n\
         rows = sorted(zip(t['id'].to_pylist(), t['p'].to_pylist(), t['n'].to_pylist()))\n\
         print(rows)";
-    let read = std::process::Command::new(python)
-        .args(["-c", script, path_str(&out.join("dedup"))])
-        .output()
-        .unwrap();
-    assert!(read.status.success(), "{}", stderr(&read));
     assert_eq!(
-        String::from_utf8_lossy(&read.stdout).trim(),
+        python_output(&python, script, &out.join("dedup")),
         "[(1, 'a', 1), (2, None, None), (3, '', 0), (4, None, 0)]"
     );
 }
@@ -585,13 +580,18 @@ fn null_float_and_date64_partition_values_stay_null() {
         t = ds.dataset(sys.argv[1], format='parquet', partitioning=part).to_table()\n\
         rows = sorted(zip(t['id'].to_pylist(), t['f'].to_pylist(), map(str, t['d'].to_pylist())))\n\
         print(rows)";
+    assert_eq!(
+        python_output(&python, script, &out.join("dedup")),
+        "[(1, 1.0, '2026-12-07'), (2, None, 'None'), (3, 0.0, '1970-01-01'), (4, 2.5, 'None')]"
+    );
+}
+
+/// What `script` prints about `folder` (its `sys.argv[1]`), run by `python`, which must succeed.
+fn python_output(python: &Path, script: &str, folder: &Path) -> String {
     let read = std::process::Command::new(python)
-        .args(["-c", script, path_str(&out.join("dedup"))])
+        .args(["-c", script, path_str(folder)])
         .output()
         .unwrap();
     assert!(read.status.success(), "{}", stderr(&read));
-    assert_eq!(
-        String::from_utf8_lossy(&read.stdout).trim(),
-        "[(1, 1.0, '2026-12-07'), (2, None, 'None'), (3, 0.0, '1970-01-01'), (4, 2.5, 'None')]"
-    );
+    String::from_utf8_lossy(&read.stdout).trim().to_string()
 }

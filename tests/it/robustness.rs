@@ -608,6 +608,37 @@ fn a_closed_stderr_or_stdout_does_not_stop_a_run() {
     }
 }
 
+/// Row "standard error or output closed by its reader": `query`'s result read in part
+/// (`neardup query ... | head -c 100`) ends the query, exit 0 and nothing said, in every format
+/// (before, CSV and JSON failed with "Broken pipe").
+#[test]
+fn a_query_result_read_in_part_is_no_error() {
+    use std::io::Read;
+    for format in ["table", "csv", "tsv", "ndjson", "json"] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_neardup"))
+            .args(["query", "--format", format, "--maxrows", "inf"])
+            .arg("SELECT value, 'some words to fill the pipe' AS text FROM generate_series(1, 300000)")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdout = child.stdout.take().unwrap();
+        let mut first = [0u8; 100];
+        stdout.read_exact(&mut first).unwrap();
+        drop(stdout);
+        let mut message = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut message)
+            .unwrap();
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(0), "{format}: {message}");
+        assert!(message.is_empty(), "{format}: {message}");
+    }
+}
+
 /// Row "standard error or output closed by its reader", its last sentence: `plan`'s answer
 /// written to a full device fails the command, where a reader that went away does not.
 #[test]
