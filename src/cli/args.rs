@@ -643,8 +643,8 @@ impl ServerAccessArgs {
 #[derive(Debug, Args)]
 pub struct ConsoleArgs {
     /// Cores the job computes on: the worker threads, and the partitions a stage runs (the
-    /// signature stage may split a file of many row groups into twice as many, to share them
-    /// out evenly) [default: the number of cores]. With --cluster df://...:
+    /// signature stage may split a file of many row groups into four partitions a core, to share
+    /// them out evenly) [default: the number of cores]. With --cluster df://...:
     /// tasks per stage [default: the live executors' task slots in all, their
     /// --concurrent-tasks summed, as the scheduler reports them when the job starts].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]

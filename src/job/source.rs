@@ -333,23 +333,30 @@ pub async fn register_corpus(
 }
 
 /// Into how many partitions the signature stage splits the reading of the files, if it splits
-/// them: when rows are numbered by the reader and there are row groups enough for each
-/// partition to get two. Four times as many partitions as `threads` where the row groups allow
-/// (else twice, else as many), so that a thread whose share was quick to fingerprint
-/// (Simplified pages, say, against Traditional ones that need converting) takes another
-/// partition instead of waiting for the slowest, and the last partition, which one thread
-/// finishes alone, is small: a million generated documents in 59 row groups took 9.8 s at two
-/// threads in 8 partitions against 10.2 s in 4, and the same 9.8 s in 16 with more memory
-/// (docs/BENCHMARKS.md). `None`: the cores take the batches of each file's scan on demand
+/// them: when rows are numbered by the reader and there are row groups enough. Four times as
+/// many partitions as `threads` where every partition gets a row group at least, so that a
+/// thread whose share was quick to fingerprint (Simplified pages, say, against Traditional
+/// ones that need converting) takes another partition instead of waiting for the slowest, and
+/// the last partition, which one thread finishes alone, is small: a million generated
+/// documents in 59 row groups took 9.8 s at two threads in 8 partitions against 10.2 s in 4,
+/// and 200,000 Chinese pages in 8 row groups 1.12 s in 8 partitions against 1.19 s in 4
+/// (docs/BENCHMARKS.md). With fewer, as many partitions as threads where each gets two row
+/// groups. `None`: the cores take the batches of each file's scan on demand
 /// (`crate::engine::on_demand`), a local Parquet file cut into one row range per core; a split
 /// by row groups would leave every partition but one idle on a file of one row group.
 pub fn split_scans(corpus: &Corpus, on_cluster: bool, threads: usize) -> Option<usize> {
     if !rows_numbered_by_file(corpus, on_cluster) {
         return None;
     }
-    [4 * threads, 2 * threads, threads]
-        .into_iter()
-        .find(|&partitions| corpus.row_groups >= 2 * partitions as u64)
+    let row_groups = corpus.row_groups;
+    let threads_u64 = threads as u64;
+    if row_groups >= 4 * threads_u64 {
+        Some(4 * threads)
+    } else if row_groups >= 2 * threads_u64 {
+        Some(threads)
+    } else {
+        None
+    }
 }
 
 /// Stage 0: ids must be present and unique (pairs, groups and dedup refer to documents by id),
@@ -569,7 +576,7 @@ mod tests {
     }
 
     #[test]
-    fn scans_split_into_the_most_partitions_that_get_two_row_groups_each() {
+    fn scans_split_into_four_partitions_a_thread_where_each_gets_a_row_group() {
         let split = |row_groups: u64, on_cluster: bool, threads: usize| {
             let corpus = Corpus {
                 row_groups,
@@ -577,16 +584,15 @@ mod tests {
             };
             split_scans(&corpus, on_cluster, threads)
         };
-        // Two threads: 8 partitions from 16 row groups, 4 from 8, 2 from 4, none below.
+        // Two threads: 8 partitions from 8 row groups, 2 from 4 (two each), none below.
         assert_eq!(split(59, false, 2), Some(8));
-        assert_eq!(split(16, false, 2), Some(8));
-        assert_eq!(split(15, false, 2), Some(4));
-        assert_eq!(split(8, false, 2), Some(4));
+        assert_eq!(split(8, false, 2), Some(8));
         assert_eq!(split(7, false, 2), Some(2));
         assert_eq!(split(4, false, 2), Some(2));
         assert_eq!(split(3, false, 2), None);
         assert_eq!(split(1, false, 2), None);
         assert_eq!(split(600, false, 32), Some(128));
+        assert_eq!(split(128, false, 32), Some(128));
         assert_eq!(split(100, false, 32), Some(32));
         assert_eq!(split(63, false, 32), None);
         // A cluster numbers rows by one scan per file: never split.
