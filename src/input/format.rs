@@ -73,7 +73,7 @@ impl Compression {
         }
     }
 
-    fn datafusion(self) -> FileCompressionType {
+    pub(crate) fn datafusion(self) -> FileCompressionType {
         match self {
             Compression::None => FileCompressionType::UNCOMPRESSED,
             Compression::Gzip => FileCompressionType::GZIP,

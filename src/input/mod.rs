@@ -958,16 +958,18 @@ async fn read_schema_of(
         // The JSON reader says only that the stream is not UTF-8; find the line for it.
         let line = match file {
             Place::Local(path)
-                if format.format == Format::JsonLines
-                    && format.compression == format::Compression::None
-                    && message.contains("UTF-8") =>
+                if format.format == Format::JsonLines && message.contains("UTF-8") =>
             {
-                first_line_not_utf8(path)
+                first_line_not_utf8(path, format.compression)
             }
             _ => None,
         };
+        let of = match format.compression {
+            format::Compression::None => "the file",
+            _ => "the uncompressed text",
+        };
         let at = line.map_or(String::new(), |(line, offset)| {
-            format!(" (line {line}, byte {offset} of the file, is not UTF-8)")
+            format!(" (line {line} is not UTF-8, at byte offset {offset} of {of})")
         });
         Error::Input(format!(
             "{location} is not a readable {} file{at}: {message}",
@@ -980,24 +982,39 @@ async fn read_schema_of(
     Ok((schema, rows as u64))
 }
 
-/// The first line of a local file that is not UTF-8 (numbered from 1) and the place of its first
-/// bad byte in the file (from 0); `None` when every line is, or the file cannot be read again.
-fn first_line_not_utf8(path: &Path) -> Option<(u64, u64)> {
+/// The first line of a local file that is not UTF-8 (numbered from 1) and the offset of its first
+/// bad byte in the file, uncompressed (from 0); `None` when every line is, or the file cannot be
+/// read again. Read in the reader's chunks, so a file without line breaks is never held whole.
+fn first_line_not_utf8(path: &Path, compression: format::Compression) -> Option<(u64, u64)> {
     use std::io::BufRead;
-    let mut reader = std::io::BufReader::new(File::open(path).ok()?);
-    let (mut line, mut offset) = (Vec::new(), 0u64);
-    for number in 1u64.. {
-        line.clear();
-        let read = reader.read_until(b'\n', &mut line).ok()?;
+    let file = File::open(path).ok()?;
+    let text = compression.datafusion().convert_read(file).ok()?;
+    let mut reader = std::io::BufReader::new(text);
+    // What is not checked yet: at most a character cut by the end of the last chunk, then the
+    // new chunk. `line` and `offset` are those of its first byte.
+    let mut pending: Vec<u8> = Vec::new();
+    let (mut line, mut offset) = (1u64, 0u64);
+    loop {
+        let chunk = reader.fill_buf().ok()?;
+        let read = chunk.len();
+        pending.extend_from_slice(chunk);
+        reader.consume(read);
+        let (good, bad) = match std::str::from_utf8(&pending) {
+            Ok(_) => (pending.len(), false),
+            // A character cut by the chunk's end is bad only if the file ends there.
+            Err(e) => (e.valid_up_to(), e.error_len().is_some() || read == 0),
+        };
+        let lines = pending[..good].iter().filter(|&&b| b == b'\n').count() as u64;
+        if bad {
+            return Some((line + lines, offset + good as u64));
+        }
         if read == 0 {
             return None;
         }
-        if let Err(e) = std::str::from_utf8(&line) {
-            return Some((number, offset + e.valid_up_to() as u64));
-        }
-        offset += read as u64;
+        line += lines;
+        offset += good as u64;
+        pending.drain(..good);
     }
-    None
 }
 
 /// Describes the first difference in column names or types, ignoring metadata.
@@ -1030,9 +1047,25 @@ mod tests {
         .unwrap();
         // Lines 1 and 2 are 11 bytes each with their newlines (é is two); the bad byte follows
         // `{"a":"x`, 7 bytes into line 3.
-        assert_eq!(first_line_not_utf8(&file), Some((3, 11 + 11 + 7)));
+        assert_eq!(
+            first_line_not_utf8(&file, format::Compression::None),
+            Some((3, 11 + 11 + 7))
+        );
         std::fs::write(&file, "{\"a\":\"é\"}\n").unwrap();
-        assert_eq!(first_line_not_utf8(&file), None);
+        assert_eq!(first_line_not_utf8(&file, format::Compression::None), None);
+        // Many chunks without a line break, characters cut by the chunks' ends (one ASCII
+        // byte first puts each end inside an é), and a character cut by the file's end.
+        let mut long = b"x".to_vec();
+        long.extend("é".repeat(100_000).into_bytes());
+        long.push(0xc3);
+        std::fs::write(&file, &long).unwrap();
+        assert_eq!(
+            first_line_not_utf8(&file, format::Compression::None),
+            Some((1, 200_001))
+        );
+        long.pop();
+        std::fs::write(&file, &long).unwrap();
+        assert_eq!(first_line_not_utf8(&file, format::Compression::None), None);
     }
 
     #[test]

@@ -334,7 +334,8 @@ pub async fn register_corpus(
 
 /// Into how many partitions the signature stage splits the reading of the files, if it splits
 /// them: when rows are numbered by the reader and there are row groups enough. Four times as
-/// many partitions as `threads` where every partition gets a row group at least, so that a
+/// many partitions as `threads` where there are as many row groups as partitions (DataFusion
+/// deals them out by byte ranges, so one partition may get two and another none), so that a
 /// thread whose share was quick to fingerprint (Simplified pages, say, against Traditional
 /// ones that need converting) takes another partition instead of waiting for the slowest, and
 /// the last partition, which one thread finishes alone, is small: a million generated

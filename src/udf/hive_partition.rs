@@ -6,6 +6,7 @@
 //! spelled as the writer spells it (Rust's `Display` for numbers, so 1.0 is `1`; `%Y-%m-%d` for
 //! dates), so that a partition keeps its folder from one run to the next.
 
+use std::fmt::Write;
 use std::sync::{Arc, LazyLock};
 
 use chrono::NaiveDate;
@@ -15,7 +16,7 @@ use datafusion::arrow::datatypes::{
     Int32Type, Int64Type, UInt8Type, UInt16Type, UInt32Type, UInt64Type,
 };
 use datafusion::common::{exec_err, utils::take_function_args};
-use datafusion::error::Result;
+use datafusion::error::{DataFusionError, Result};
 use datafusion::logical_expr::{
     ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
 };
@@ -30,8 +31,9 @@ pub fn hive_partition_value_udf() -> Arc<ScalarUDF> {
     Arc::clone(&HIVE_PARTITION_VALUE)
 }
 
-/// Whether DataFusion's writer can partition by a column of this type (the types
-/// `hive_partition_value` names folders for).
+/// Whether `hive_partition_value` names folders for a column of this type: the types DataFusion's
+/// writer partitions by, and dictionaries of any string type (the writer takes only those of
+/// Utf8; through this function every such column reaches it as Utf8).
 pub fn is_partition_type(data_type: &DataType) -> bool {
     match data_type {
         DataType::Dictionary(_, values) => is_string(values),
@@ -94,73 +96,71 @@ impl ScalarUDFImpl for HivePartitionValue {
     }
 }
 
-/// Each row's folder name.
+/// Each row's folder name, written into the builder as it goes (no string per row).
 fn folder_names(array: &ArrayRef) -> Result<ArrayRef> {
-    let mut names = StringBuilder::with_capacity(array.len(), array.len() * 8);
-    let mut put = |row: usize, name: &dyn Fn(usize) -> Result<String>| -> Result<()> {
-        if array.is_null(row) {
-            names.append_value(HIVE_NULL);
-        } else {
-            names.append_value(name(row)?);
-        }
-        Ok(())
-    };
+    let rows = array.len();
+    let mut names = StringBuilder::with_capacity(rows, rows * 8);
+    // Logical nulls: a column of type Null has no validity buffer, yet every row is NULL.
+    let nulls = array.logical_nulls();
+    let is_null = |row: usize| nulls.as_ref().is_some_and(|n| n.is_null(row));
+    // `$name` writes row `row`'s name into `names` (a `fmt::Write`); the row ends after it.
     macro_rules! each_row {
-        ($name:expr) => {
-            for row in 0..array.len() {
-                put(row, &$name)?;
+        (|$row:ident| $name:expr) => {
+            for $row in 0..rows {
+                if !is_null($row) {
+                    $name?;
+                }
+                names.append_value(if is_null($row) { HIVE_NULL } else { "" });
             }
         };
     }
     macro_rules! numbers {
         ($kind:ty) => {{
             let values = array.as_primitive::<$kind>();
-            each_row!(|row| Ok(values.value(row).to_string()))
+            each_row!(|row| write!(names, "{}", values.value(row)).map_err(format_error))
         }};
     }
     match array.data_type() {
-        DataType::Null => each_row!(|_| Ok(String::new())),
+        DataType::Null => each_row!(|row| Ok::<(), DataFusionError>(())),
         DataType::Utf8 => {
             let values = array.as_string::<i32>();
-            each_row!(|row| Ok(values.value(row).to_string()))
+            each_row!(|row| names.write_str(values.value(row)).map_err(format_error))
         }
         DataType::LargeUtf8 => {
             let values = array.as_string::<i64>();
-            each_row!(|row| Ok(values.value(row).to_string()))
+            each_row!(|row| names.write_str(values.value(row)).map_err(format_error))
         }
         DataType::Utf8View => {
             let values = array.as_string_view();
-            each_row!(|row| Ok(values.value(row).to_string()))
+            each_row!(|row| names.write_str(values.value(row)).map_err(format_error))
         }
         DataType::Dictionary(_, values) if is_string(values) => {
-            // The dictionary's keys chose the values: name the values, then take them by key.
+            // Name each value of the dictionary once, then take the names by key: a NULL
+            // key, or a key to a NULL value, takes the name of NULL.
             let dictionary = array.as_any_dictionary();
             let named = folder_names(dictionary.values())?;
             let taken = datafusion::arrow::compute::take(&named, dictionary.keys(), None)?;
-            let keys = dictionary.keys();
-            let names = taken.as_string::<i32>();
-            let mut out = StringBuilder::with_capacity(array.len(), array.len() * 8);
-            for row in 0..array.len() {
-                if keys.is_null(row) || names.is_null(row) {
-                    out.append_value(HIVE_NULL);
+            let taken = taken.as_string::<i32>();
+            for row in 0..rows {
+                if taken.is_null(row) {
+                    names.append_value(HIVE_NULL);
                 } else {
-                    out.append_value(names.value(row));
+                    names.append_value(taken.value(row));
                 }
             }
-            return Ok(Arc::new(out.finish()));
         }
         DataType::Boolean => {
             let values = array.as_boolean();
-            each_row!(|row| Ok(values.value(row).to_string()))
+            each_row!(|row| write!(names, "{}", values.value(row)).map_err(format_error))
         }
         DataType::Date32 => {
             let values = array.as_primitive::<Date32Type>();
-            each_row!(|row| day_name(i64::from(values.value(row))))
+            each_row!(|row| write_day(&mut names, i64::from(values.value(row))))
         }
         DataType::Date64 => {
             // Whole days of milliseconds, truncated toward zero as the writer divides.
             let values = array.as_primitive::<Date64Type>();
-            each_row!(|row| day_name(values.value(row) / 86_400_000))
+            each_row!(|row| write_day(&mut names, values.value(row) / 86_400_000))
         }
         DataType::Int8 => numbers!(Int8Type),
         DataType::Int16 => numbers!(Int16Type),
@@ -182,15 +182,19 @@ fn folder_names(array: &ArrayRef) -> Result<ArrayRef> {
     Ok(Arc::new(names.finish()))
 }
 
-/// `%Y-%m-%d` of a day counted from 1970-01-01; an error (where the writer would panic) for a
-/// day chrono cannot represent.
-fn day_name(days_since_epoch: i64) -> Result<String> {
+fn format_error(e: std::fmt::Error) -> DataFusionError {
+    DataFusionError::Execution(format!("hive_partition_value: {e}"))
+}
+
+/// Writes `%Y-%m-%d` of a day counted from 1970-01-01; an error (where the writer would panic)
+/// for a day chrono cannot represent.
+fn write_day(names: &mut StringBuilder, days_since_epoch: i64) -> Result<()> {
     const EPOCH_DAYS_FROM_CE: i64 = 719_163;
     let day = i32::try_from(EPOCH_DAYS_FROM_CE + days_since_epoch)
         .ok()
         .and_then(NaiveDate::from_num_days_from_ce_opt);
     match day {
-        Some(day) => Ok(day.format("%Y-%m-%d").to_string()),
+        Some(day) => write!(names, "{}", day.format("%Y-%m-%d")).map_err(format_error),
         None => exec_err!(
             "hive_partition_value: day {days_since_epoch} after 1970-01-01 is not a date \
              a partition folder can name"
@@ -239,6 +243,21 @@ mod tests {
         assert_eq!(
             names("VALUES (DATE '1969-12-31'), (NULL)").await,
             ["1969-12-31", "__HIVE_DEFAULT_PARTITION__"]
+        );
+        // Before 1970 a Date64 of whole days is its day; a part of a day is cut toward zero,
+        // as the writer divides.
+        assert_eq!(
+            names(
+                "VALUES (arrow_cast(arrow_cast(-86400000, 'Int64'), 'Date64')), \
+                 (arrow_cast(arrow_cast(-1, 'Int64'), 'Date64'))"
+            )
+            .await,
+            ["1969-12-31", "1970-01-01"]
+        );
+        // A column of type Null (a NULL literal) is NULL in every row.
+        assert_eq!(
+            names("VALUES (NULL), (NULL)").await,
+            ["__HIVE_DEFAULT_PARTITION__", "__HIVE_DEFAULT_PARTITION__"]
         );
         assert_eq!(
             names("VALUES (arrow_cast(7, 'UInt16')), (NULL)").await,

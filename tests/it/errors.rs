@@ -241,7 +241,8 @@ fn an_empty_text_file_is_named_as_having_no_columns() {
 }
 
 /// A text file with a byte that is not UTF-8 is refused naming its line: CSV's reader says the
-/// line and field, and for JSON Lines, whose reader does not, the job finds the line itself.
+/// line and field, and for JSON Lines, whose reader does not, the job finds the line itself,
+/// in the uncompressed text of a compressed file.
 #[test]
 fn text_that_is_not_utf8_is_refused_naming_its_line() {
     let dir = tempfile::tempdir().unwrap();
@@ -261,7 +262,20 @@ fn text_that_is_not_utf8_is_refused_naming_its_line() {
     let message = failing_run(&jsonl, &dir.path().join("out"));
     // Line 1 is 24 bytes with its newline; the bad byte is 17 into line 2.
     assert!(
-        message.contains("bad.jsonl") && message.contains("line 2, byte 41 of the file"),
+        message.contains("bad.jsonl")
+            && message.contains("line 2 is not UTF-8, at byte offset 41 of the file"),
+        "{message}"
+    );
+    // Compressed, the line is found in the text gzip gives back (gzip is on every Debian).
+    let gzipped = std::process::Command::new("gzip")
+        .args(["--keep", path_str(&jsonl)])
+        .status()
+        .unwrap();
+    assert!(gzipped.success());
+    let message = failing_run(&dir.path().join("bad.jsonl.gz"), &dir.path().join("out"));
+    assert!(
+        message.contains("bad.jsonl.gz")
+            && message.contains("line 2 is not UTF-8, at byte offset 41 of the uncompressed text"),
         "{message}"
     );
     assert!(!dir.path().join("out").exists());

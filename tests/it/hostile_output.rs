@@ -540,6 +540,16 @@ fn null_float_and_date64_partition_values_stay_null() {
          (1, 1.0, '2026-12-07', 'x y z w'), (2, NULL, NULL, 'p q r s'), \
          (3, 0.0, '1970-01-01', 's t u v'), (4, 2.5, NULL, 'v w x y')) AS t(id, f, d, text)",
     );
+    let types = neardup_ok(&[
+        "query",
+        "--format",
+        "csv",
+        &format!(
+            "SELECT arrow_typeof(f) AS f, arrow_typeof(d) AS d FROM '{}' LIMIT 1",
+            path_str(&input)
+        ),
+    ]);
+    assert_eq!(types, "f,d\nFloat64,Date64\n");
     let out = dir.path().join("out");
     neardup_ok(&[
         "run",

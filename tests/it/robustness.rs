@@ -610,7 +610,8 @@ fn a_closed_stderr_or_stdout_does_not_stop_a_run() {
 
 /// Row "standard error or output closed by its reader": `query`'s result read in part
 /// (`neardup query ... | head -c 100`) ends the query, exit 0 and nothing said, in every format
-/// (before, CSV and JSON failed with "Broken pipe").
+/// (before, each failed with "Broken pipe" once the result outgrew the pipe); a result that
+/// cannot be written for another reason (`> /dev/full`) is still an error.
 #[test]
 fn a_query_result_read_in_part_is_no_error() {
     use std::io::Read;
@@ -636,6 +637,18 @@ fn a_query_result_read_in_part_is_no_error() {
         let status = child.wait().unwrap();
         assert_eq!(status.code(), Some(0), "{format}: {message}");
         assert!(message.is_empty(), "{format}: {message}");
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap();
+        let result = Command::new(env!("CARGO_BIN_EXE_neardup"))
+            .args(["query", "--format", format, "SELECT 1 AS one"])
+            .stdout(full)
+            .output()
+            .unwrap();
+        let message = stderr(&result);
+        assert_eq!(result.status.code(), Some(1), "{format}: {message}");
+        assert!(message.contains("standard output"), "{format}: {message}");
     }
 }
 
