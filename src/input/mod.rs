@@ -916,7 +916,8 @@ fn sql_name(name: &str) -> String {
     }
 }
 
-fn is_string(data_type: &DataType) -> bool {
+/// Whether a column of this type holds text (the three Arrow string types).
+pub(crate) fn is_string(data_type: &DataType) -> bool {
     matches!(
         data_type,
         DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View

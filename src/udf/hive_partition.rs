@@ -21,7 +21,7 @@ use datafusion::logical_expr::{
     ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
 };
 
-use crate::input::HIVE_NULL;
+use crate::input::{HIVE_NULL, is_string};
 
 static HIVE_PARTITION_VALUE: LazyLock<Arc<ScalarUDF>> =
     LazyLock::new(|| Arc::new(ScalarUDF::new_from_impl(HivePartitionValue::new())));
@@ -47,13 +47,6 @@ pub fn is_partition_type(data_type: &DataType) -> bool {
                 )
         }
     }
-}
-
-fn is_string(data_type: &DataType) -> bool {
-    matches!(
-        data_type,
-        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
-    )
 }
 
 #[derive(Debug, PartialEq, Eq, Hash)]

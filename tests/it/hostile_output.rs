@@ -469,51 +469,33 @@ fn copy_dir(from: &Path, to: &Path) {
 #[test]
 fn null_partition_values_stay_null() {
     let dir = tempfile::tempdir().unwrap();
-    let input = dir.path().join("in.parquet");
-    make_parquet(
-        &input,
+    let out = partitioned_run(
+        dir.path(),
         "SELECT id, p, n, text FROM (VALUES (1, 'a', 1, 'x y z w'), (2, NULL, NULL, 'p q r s'), \
          (3, '', 0, 's t u v'), (4, NULL, 0, 'v w x y')) AS t(id, p, n, text)",
-    );
-    let out = dir.path().join("out");
-    let input_arg = path_str(&input).to_string();
-    neardup_ok(&[
-        "run",
-        "-q",
-        "--input",
-        &input_arg,
-        "--output",
-        path_str(&out),
-        "--partition-by",
         "p,n",
-    ]);
+    );
     assert!(
         out.join("dedup/p=__HIVE_DEFAULT_PARTITION__/n=__HIVE_DEFAULT_PARTITION__")
             .is_dir()
     );
     assert!(out.join("dedup/p=/n=0").is_dir());
-    let csv = neardup_ok(&[
-        "query",
-        "--data",
-        path_str(&out),
-        "--format",
-        "csv",
-        "SELECT id, p IS NULL AS p_null, p, n IS NULL AS n_null, n FROM dedup ORDER BY id",
-    ]);
     assert_eq!(
-        csv,
+        csv_of(
+            &out,
+            "SELECT id, p IS NULL AS p_null, p, n IS NULL AS n_null, n FROM dedup ORDER BY id"
+        ),
         "id,p_null,p,n_null,n\n1,false,a,false,1\n2,true,,true,\n3,false,,false,0\n\
          4,true,,false,0\n"
     );
-    let nulls = neardup_ok(&[
-        "query",
-        "--data",
-        path_str(&out),
-        "--format",
-        "csv",
-        "SELECT count(*) FILTER (WHERE p IS NULL) AS p, count(*) FILTER (WHERE n IS NULL) AS n FROM dedup",
-    ]);
-    assert_eq!(nulls, "p,n\n2,1\n");
+    assert_eq!(
+        csv_of(
+            &out,
+            "SELECT count(*) FILTER (WHERE p IS NULL) AS p, \
+             count(*) FILTER (WHERE n IS NULL) AS n FROM dedup"
+        ),
+        "p,n\n2,1\n"
+    );
     let Some(python) = crate::delta::python("null_partition_values_stay_null") else {
         return;
     };
@@ -533,34 +515,20 @@ fn null_partition_values_stay_null() {
 #[test]
 fn null_float_and_date64_partition_values_stay_null() {
     let dir = tempfile::tempdir().unwrap();
-    let input = dir.path().join("in.parquet");
-    make_parquet(
-        &input,
+    let out = partitioned_run(
+        dir.path(),
         "SELECT id, f, arrow_cast(d, 'Date64') AS d, text FROM (VALUES \
          (1, 1.0, '2026-12-07', 'x y z w'), (2, NULL, NULL, 'p q r s'), \
          (3, 0.0, '1970-01-01', 's t u v'), (4, 2.5, NULL, 'v w x y')) AS t(id, f, d, text)",
-    );
-    let types = neardup_ok(&[
-        "query",
-        "--format",
-        "csv",
-        &format!(
-            "SELECT arrow_typeof(f) AS f, arrow_typeof(d) AS d FROM '{}' LIMIT 1",
-            path_str(&input)
-        ),
-    ]);
-    assert_eq!(types, "f,d\nFloat64,Date64\n");
-    let out = dir.path().join("out");
-    neardup_ok(&[
-        "run",
-        "-q",
-        "--input",
-        path_str(&input),
-        "--output",
-        path_str(&out),
-        "--partition-by",
         "f,d",
-    ]);
+    );
+    assert_eq!(
+        csv_of(
+            &out,
+            "SELECT arrow_typeof(f) AS f, arrow_typeof(d) AS d FROM corpus LIMIT 1"
+        ),
+        "f,d\nFloat64,Date64\n"
+    );
     for folder in [
         "f=1/d=2026-12-07",
         "f=__HIVE_DEFAULT_PARTITION__/d=__HIVE_DEFAULT_PARTITION__",
@@ -569,16 +537,11 @@ fn null_float_and_date64_partition_values_stay_null() {
     ] {
         assert!(out.join("dedup").join(folder).is_dir(), "{folder}");
     }
-    let nulls = neardup_ok(&[
-        "query",
-        "--data",
-        path_str(&out),
-        "--format",
-        "csv",
-        "SELECT id, f IS NULL AS f_null, d IS NULL AS d_null FROM dedup ORDER BY id",
-    ]);
     assert_eq!(
-        nulls,
+        csv_of(
+            &out,
+            "SELECT id, f IS NULL AS f_null, d IS NULL AS d_null FROM dedup ORDER BY id"
+        ),
         "id,f_null,d_null\n1,false,false\n2,true,true\n3,false,false\n4,false,true\n"
     );
     let Some(python) = crate::delta::python("null_float_and_date64_partition_values_stay_null")
@@ -594,6 +557,30 @@ fn null_float_and_date64_partition_values_stay_null() {
         python_output(&python, script, &out.join("dedup")),
         "[(1, 1.0, '2026-12-07'), (2, None, 'None'), (3, 0.0, '1970-01-01'), (4, 2.5, 'None')]"
     );
+}
+
+/// A run over the rows of `select` (written to a Parquet file in `dir`) whose deduplicated
+/// corpus is partitioned by `columns`; its output folder.
+fn partitioned_run(dir: &Path, select: &str, columns: &str) -> std::path::PathBuf {
+    let input = dir.join("in.parquet");
+    make_parquet(&input, select);
+    let out = dir.join("out");
+    neardup_ok(&[
+        "run",
+        "-q",
+        "--input",
+        path_str(&input),
+        "--output",
+        path_str(&out),
+        "--partition-by",
+        columns,
+    ]);
+    out
+}
+
+/// The CSV result of `sql` over the output at `out` (its tables and its input as `corpus`).
+fn csv_of(out: &Path, sql: &str) -> String {
+    neardup_ok(&["query", "--data", path_str(out), "--format", "csv", sql])
 }
 
 /// What `script` prints about `folder` (its `sys.argv[1]`), run by `python`, which must succeed.
