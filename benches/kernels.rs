@@ -4,10 +4,12 @@
 //!     cargo bench --bench kernels                        # 5,000 debian_docs documents
 //!     NEARDUP_BENCH_DOCS=20000 cargo bench --bench kernels
 //!     NEARDUP_BENCH_ONLY=sketch cargo bench --bench kernels  # the rows whose name holds it
+//!     NEARDUP_BENCH_CORPUS=zh200k.parquet cargo bench --bench kernels  # another file's texts
 //!
 //! Texts: the first N documents of `../shared/data/debian_docs/docs.parquet` (Chinese and
-//! English). `simhash` in each feature mode with its cleaning; `hamming`, `bucket` and
-//! `band_key` over 10 million random fingerprints. The best of three runs of each row.
+//! English), or of the Parquet file `NEARDUP_BENCH_CORPUS` names (its `text` column).
+//! `simhash` in each feature mode with its cleaning; `hamming`, `bucket` and `band_key` over
+//! 10 million random fingerprints. The best of three runs of each row.
 
 #[path = "common/mod.rs"]
 mod common;
@@ -46,7 +48,8 @@ async fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(5_000);
-    let texts = common::texts(CORPUS, Some(limit)).await;
+    let corpus = std::env::var("NEARDUP_BENCH_CORPUS").unwrap_or_else(|_| CORPUS.to_string());
+    let texts = common::texts(&corpus, Some(limit)).await;
     let bytes: usize = texts.iter().map(String::len).sum();
     println!("| kernel | items | seconds | items/s | MB/s |");
     println!("|---|---|---|---|---|");
