@@ -4,6 +4,7 @@
 //! Local paths are searched here; prefixes and patterns on object stores in `remote`; the
 //! formats (Parquet, JSON Lines, CSV) are `format`'s.
 
+mod bad_line;
 pub mod format;
 pub mod remote;
 
@@ -954,68 +955,43 @@ async fn read_schema_of(
     format: FileFormat,
 ) -> Result<(SchemaRef, u64)> {
     let location = file.to_string();
-    let unreadable = |e: datafusion::error::DataFusionError| {
-        let message = e.strip_backtrace();
-        // The JSON reader says only that the stream is not UTF-8; find the line for it.
-        let line = match file {
-            Place::Local(path)
-                if format.format == Format::JsonLines && message.contains("UTF-8") =>
-            {
-                first_line_not_utf8(path, format.compression)
-            }
-            _ => None,
-        };
-        let of = match format.compression {
-            format::Compression::None => "the file",
-            _ => "the uncompressed text",
-        };
-        let at = line.map_or(String::new(), |(line, offset)| {
-            format!(" (line {line} is not UTF-8, at byte offset {offset} of {of})")
-        });
-        Error::Input(format!(
-            "{location} is not a readable {} file{at}: {message}",
-            format.format,
-        ))
+    let read = async {
+        let frame = format.read(ctx, &location).await?;
+        let schema = Arc::new(frame.schema().as_arrow().clone());
+        let rows = frame.count().await?;
+        Ok::<_, datafusion::error::DataFusionError>((schema, rows as u64))
     };
-    let frame = format.read(ctx, &location).await.map_err(unreadable)?;
-    let schema = Arc::new(frame.schema().as_arrow().clone());
-    let rows = frame.count().await.map_err(unreadable)?;
-    Ok((schema, rows as u64))
+    match read.await {
+        Ok(read) => Ok(read),
+        Err(e) => Err(unreadable(ctx, &location, format, e).await),
+    }
 }
 
-/// The first line of a local file that is not UTF-8 (numbered from 1) and the offset of its first
-/// bad byte in the file, uncompressed (from 0); `None` when every line is, or the file cannot be
-/// read again. Read in the reader's chunks, so a file without line breaks is never held whole.
-fn first_line_not_utf8(path: &Path, compression: format::Compression) -> Option<(u64, u64)> {
-    use std::io::BufRead;
-    let file = File::open(path).ok()?;
-    let text = compression.datafusion().convert_read(file).ok()?;
-    let mut reader = std::io::BufReader::new(text);
-    // What is not checked yet: at most a character cut by the end of the last chunk, then the
-    // new chunk. `line` and `offset` are those of its first byte.
-    let mut pending: Vec<u8> = Vec::new();
-    let (mut line, mut offset) = (1u64, 0u64);
-    loop {
-        let chunk = reader.fill_buf().ok()?;
-        let read = chunk.len();
-        pending.extend_from_slice(chunk);
-        reader.consume(read);
-        let (good, bad) = match std::str::from_utf8(&pending) {
-            Ok(_) => (pending.len(), false),
-            // A character cut by the chunk's end is bad only if the file ends there.
-            Err(e) => (e.valid_up_to(), e.error_len().is_some() || read == 0),
-        };
-        let lines = pending[..good].iter().filter(|&&b| b == b'\n').count() as u64;
-        if bad {
-            return Some((line + lines, offset + good as u64));
-        }
-        if read == 0 {
-            return None;
-        }
-        line += lines;
-        offset += good as u64;
-        pending.drain(..good);
-    }
+/// The error for a file DataFusion could not read. Where the JSON reader says only that the
+/// stream is not UTF-8, the file is read again to name the line.
+async fn unreadable(
+    ctx: &SessionContext,
+    location: &str,
+    format: FileFormat,
+    e: datafusion::error::DataFusionError,
+) -> Error {
+    let message = e.strip_backtrace();
+    let line = if format.format == Format::JsonLines && message.contains("UTF-8") {
+        bad_line::first_line_not_utf8(ctx, location, format.compression).await
+    } else {
+        None
+    };
+    let of = match format.compression {
+        format::Compression::None => "the file",
+        _ => "the uncompressed text",
+    };
+    let at = line.map_or(String::new(), |(line, offset)| {
+        format!(" (line {line} is not UTF-8, at byte offset {offset} of {of})")
+    });
+    Error::Input(format!(
+        "{location} is not a readable {} file{at}: {message}",
+        format.format,
+    ))
 }
 
 /// Describes the first difference in column names or types, ignoring metadata.
@@ -1036,38 +1012,6 @@ fn schema_difference(a: &SchemaRef, b: &SchemaRef) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_first_line_that_is_not_utf8_is_found_with_its_byte() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("bad.jsonl");
-        std::fs::write(
-            &file,
-            b"{\"a\":\"\xc3\xa9\"}\n{\"a\":\"ok\"}\n{\"a\":\"x\xff\"}\n",
-        )
-        .unwrap();
-        // Lines 1 and 2 are 11 bytes each with their newlines (é is two); the bad byte follows
-        // `{"a":"x`, 7 bytes into line 3.
-        assert_eq!(
-            first_line_not_utf8(&file, format::Compression::None),
-            Some((3, 11 + 11 + 7))
-        );
-        std::fs::write(&file, "{\"a\":\"é\"}\n").unwrap();
-        assert_eq!(first_line_not_utf8(&file, format::Compression::None), None);
-        // Many chunks without a line break, characters cut by the chunks' ends (one ASCII
-        // byte first puts each end inside an é), and a character cut by the file's end.
-        let mut long = b"x".to_vec();
-        long.extend("é".repeat(100_000).into_bytes());
-        long.push(0xc3);
-        std::fs::write(&file, &long).unwrap();
-        assert_eq!(
-            first_line_not_utf8(&file, format::Compression::None),
-            Some((1, 200_001))
-        );
-        long.pop();
-        std::fs::write(&file, &long).unwrap();
-        assert_eq!(first_line_not_utf8(&file, format::Compression::None), None);
-    }
 
     #[test]
     fn a_dictionary_text_column_is_named_with_the_sql_to_decode_it() {

@@ -448,6 +448,20 @@ fn store_errors_name_the_url_and_write_nothing() {
     assert_eq!(server.keys("lake", "notes/"), ["notes/readme.txt"]);
     let http = ["--index", "http://127.0.0.1:9/index", "--update-index"];
     fails("s3://lake/in/", &http, &[], 2, "read only");
+    // A JSON Lines object with a byte that is not UTF-8 on its second line: read again from
+    // the store to name the line, as a local file is.
+    server.put(
+        "lake",
+        "text/bad.jsonl",
+        b"{\"id\":\"a\",\"text\":\"ok\"}\n{\"id\":\"b\",\"text\":\"x\xff\"}\n",
+    );
+    fails(
+        "s3://lake/text/bad.jsonl",
+        &[],
+        &[],
+        1,
+        "line 2 is not UTF-8, at byte offset 42 of the file",
+    );
 }
 
 #[test]
