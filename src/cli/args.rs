@@ -235,6 +235,8 @@ pub struct PlanArgs {
     #[arg(long, value_name = "N")]
     pub docs: Option<u64>,
     /// Largest Hamming distance to find every pair within: 0..=8 of 64 bits, 0..=16 of 128.
+    /// The default is `match`'s; `run`'s is 7 (its candidates verified by sketches), so give
+    /// --k 7 for the plan a run with its defaults chooses.
     #[arg(long, default_value_t = 3, value_parser = Cut(parse_k))]
     pub k: u32,
     /// Fingerprint width.
@@ -309,7 +311,7 @@ Example:\n  neardup eval --output out/drift --labels drift_dev/pairs.parquet --u
 )]
 pub struct EvalArgs {
     /// Output folder of a run, or its URL on an object store (read through its _SUCCESS).
-    #[arg(long, value_name = "DIR|URL")]
+    #[arg(long, visible_alias = "data", value_name = "DIR|URL")]
     pub output: PathBuf,
     /// Gold clustering (Parquet, CSV or TSV): an id column and a cluster column.
     #[arg(long, value_name = "FILE")]
@@ -356,7 +358,7 @@ neardup report --output out/drift --labels drift_dev/pairs.parquet --unlisted ne
 )]
 pub struct ReportArgs {
     /// Output folder of a run, or its URL on an object store.
-    #[arg(long, value_name = "DIR|URL")]
+    #[arg(long, visible_alias = "data", value_name = "DIR|URL")]
     pub output: PathBuf,
     /// Gold clustering (Parquet, CSV or TSV), as for eval: precision, recall and F1 against k.
     #[arg(long, value_name = "FILE", conflicts_with = "labels")]
@@ -410,7 +412,7 @@ Examples:\n  neardup explain --output out/sample 3 11\n  neardup explain --outpu
 )]
 pub struct ExplainArgs {
     /// Output folder of a run, or its URL on an object store.
-    #[arg(long, value_name = "DIR|URL")]
+    #[arg(long, visible_alias = "data", value_name = "DIR|URL")]
     pub output: PathBuf,
     /// Explain this document's group instead of a pair.
     #[arg(long, value_name = "ID", conflicts_with = "ids")]
@@ -805,7 +807,25 @@ impl JobArgs {
     }
 }
 
+/// `match` reads fingerprints, not texts, and writes no deduplicated corpus: the help of the
+/// flags it shares with `run` says what they do here.
+const MATCH_KEEP_HELP: &str = "Which member represents its group: first (in input order), \
+newest:COLUMN or oldest:COLUMN (a date or time column of --signatures), max:COLUMN or min:COLUMN \
+(e.g. a quality score). Ties, and members with no value, go by input order. longest and \
+shortest measure texts, which match does not read";
+const MATCH_INDEX_HELP: &str = "Match the fingerprints against the signature index in DIR (or \
+at an object-store URL) too (docs/INDEX.md): pairs and groups with indexed documents, and \
+stable group ids. The index must have the same --k and id type";
+const MATCH_APPEND_HELP: &str = "With --output-format delta: add this run's rows to the \
+tables of --output (pairs, groups; created if absent) instead of replacing them; one commit per \
+table";
+
 #[derive(Debug, Args)]
+#[command(
+    mut_arg("keep", |a| a.help(MATCH_KEEP_HELP)),
+    mut_arg("index", |a| a.help(MATCH_INDEX_HELP)),
+    mut_arg("append", |a| a.help(MATCH_APPEND_HELP))
+)]
 pub struct MatchArgs {
     /// Parquet fingerprints (an id column and a UInt64 simhash column): files, folders or globs,
     /// local or on an object store (s3://, gs://, az://, http(s)://).
@@ -865,8 +885,9 @@ pub struct QueryArgs {
     /// instead of standard output; it appears whole, at the end.
     #[arg(long, value_name = "FILE|URL")]
     pub out: Option<PathBuf>,
-    /// Replace --out if the file exists.
-    #[arg(long, requires = "out")]
+    /// Replace --out, or the file a `COPY ... TO` names, if it exists (without it both are
+    /// refused). A COPY into a folder adds its files to the folder's.
+    #[arg(long)]
     pub overwrite: bool,
     /// SQL to run after the SQL argument; repeat for more.
     #[arg(short = 'c', long = "command", value_name = "SQL")]

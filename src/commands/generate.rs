@@ -18,6 +18,7 @@ use datafusion::prelude::{ParquetReadOptions, SessionContext};
 
 use crate::engine::partial_file::{Existing, PartialFile, check_target};
 use crate::engine::sql::quote_ident;
+use crate::engine::staging::is_inside;
 use crate::error::{Error, QueryContext, Result};
 pub use crate::rng::SplitMix64;
 use crate::text::is_han;
@@ -249,6 +250,21 @@ pub async fn generate_corpus(options: &GenerateOptions) -> Result<(usize, usize)
     // Checked before any work; checked again when the files are created.
     for (path, role) in [(&options.output, OUTPUT_ROLE), (&options.truth, TRUTH_ROLE)] {
         check_target(path, role, existing)?;
+        if is_inside(path, &options.input) {
+            return Err(Error::Usage(format!(
+                "{role} {} is the --input {} it is generated from: writing it would replace \
+                 the corpus; choose another path",
+                path.display(),
+                options.input.display()
+            )));
+        }
+    }
+    if is_inside(&options.output, &options.truth) {
+        return Err(Error::Usage(format!(
+            "{OUTPUT_ROLE} and {TRUTH_ROLE} are the same file, {}: the corpus and its truth are \
+             two tables; choose two paths",
+            options.output.display()
+        )));
     }
     let sources = read_sources(options).await?;
     let allowed = allowed_edits(&options.edits)?;

@@ -13,6 +13,7 @@ use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::arrow::error::ArrowError;
 use datafusion::arrow::json::{ArrayWriter, LineDelimitedWriter};
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
+use datafusion::logical_expr::LogicalPlan;
 use datafusion::parquet::arrow::ArrowWriter;
 use datafusion::parquet::basic::{Compression, ZstdLevel};
 use datafusion::parquet::file::properties::WriterProperties;
@@ -101,23 +102,7 @@ pub async fn query(options: &QueryOptions) -> Result<()> {
     // result file among a table's files would become part of that table, one on its summary
     // or marker would replace them. (The user's own files beside the tables are theirs.)
     if let Some(Place::Local(path)) = &out {
-        let output_parts = options.data.iter().flat_map(|data| {
-            let names = OUTPUT_TABLES
-                .into_iter()
-                .chain([SUMMARY_FILE, COMPLETE_MARKER]);
-            names.map(|name| ("--data", data.join(name)))
-        });
-        let index = options.index.iter().map(|index| ("--index", index.clone()));
-        for (role, part) in output_parts.chain(index) {
-            if crate::engine::staging::is_inside(path, &part) {
-                return Err(Error::Usage(format!(
-                    "--out {} would write into {role}'s {}, which later queries and runs read \
-                     as it was committed; write the result elsewhere",
-                    path.display(),
-                    part.display()
-                )));
-            }
-        }
+        refuse_writing_what_is_read(path, OUT_ROLE, options)?;
     }
     // Checked before any work; a local file is checked again when it is created.
     match &out {
@@ -126,7 +111,8 @@ pub async fn query(options: &QueryOptions) -> Result<()> {
         None => {}
     }
     let ctx = query_context(options).await?;
-    let frame = crate::engine::sql::run_all_but_last(&ctx, sql).await?;
+    let copy_rule = |plan: &LogicalPlan| check_copy(plan, options);
+    let frame = crate::engine::sql::run_all_but_last(&ctx, sql, &copy_rule).await?;
     match &out {
         None => {
             let (sink, gone) = NotingReaderGone::new(BufWriter::new(std::io::stdout()));
@@ -161,6 +147,51 @@ pub async fn query(options: &QueryOptions) -> Result<()> {
     }
 }
 
+/// Refuses a file `role` would write inside `--data`'s tables, summary or marker, or inside
+/// `--index`: a committed output or an index is read by later queries and runs as it was
+/// committed, and a file among a table's files would become part of that table. (The user's own
+/// files beside the tables are theirs.)
+fn refuse_writing_what_is_read(path: &Path, role: &str, options: &QueryOptions) -> Result<()> {
+    let output_parts = options.data.iter().flat_map(|data| {
+        let names = OUTPUT_TABLES
+            .into_iter()
+            .chain([SUMMARY_FILE, COMPLETE_MARKER]);
+        names.map(|name| ("--data", data.join(name)))
+    });
+    let index = options.index.iter().map(|index| ("--index", index.clone()));
+    for (read_as, part) in output_parts.chain(index) {
+        if crate::engine::staging::is_inside(path, &part) {
+            return Err(Error::Usage(format!(
+                "{role} {} would write into {read_as}'s {}, which later queries and runs read \
+                 as it was committed; write the result elsewhere",
+                path.display(),
+                part.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The rule for a `COPY ... TO` on this machine's disk, as for `--out`: not into what the query
+/// reads (`refuse_writing_what_is_read`), not over a symbolic link or a device, and not over an
+/// existing file unless `--overwrite`. A folder takes the COPY's files beside its own, as
+/// DataFusion writes them.
+pub(crate) fn check_copy(plan: &LogicalPlan, options: &QueryOptions) -> Result<()> {
+    const ROLE: &str = "COPY ... TO";
+    let LogicalPlan::Copy(copy) = plan else {
+        return Ok(());
+    };
+    let Ok(Place::Local(path)) = Place::parse(&copy.output_url, ROLE) else {
+        return Ok(());
+    };
+    refuse_writing_what_is_read(&path, ROLE, options)?;
+    crate::engine::staging::refuse_symlink(&path, ROLE)?;
+    if path.is_dir() {
+        return Ok(());
+    }
+    check_target(&path, ROLE, Existing::from_overwrite(options.overwrite))
+}
+
 /// Runs `sql` over an output's tables (`data`) and an index's, and gathers the result of the
 /// last statement: `query` for callers other than the terminal (the Python bindings).
 pub async fn query_batches(
@@ -178,7 +209,8 @@ pub async fn query_batches(
         overwrite: false,
     };
     let ctx = query_context(&options).await?;
-    let frame = crate::engine::sql::run_all_but_last(&ctx, sql).await?;
+    let copy_rule = |plan: &LogicalPlan| check_copy(plan, &options);
+    let frame = crate::engine::sql::run_all_but_last(&ctx, sql, &copy_rule).await?;
     let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone());
     let batches = frame
         .collect()
@@ -645,7 +677,7 @@ fn local_output(data: &Path) -> Result<(Summary, Vec<(String, String)>)> {
 /// checked; a URL is read as it is).
 async fn register_run_input(ctx: &SessionContext, summary: &Summary) -> Result<()> {
     let mut frames = Vec::new();
-    for input in &summary.inputs {
+    for (number, input) in summary.inputs.iter().enumerate() {
         if let Place::Local(file) = Place::parse(input, "input")?
             && !file.is_file()
         {
@@ -655,12 +687,25 @@ async fn register_run_input(ctx: &SessionContext, summary: &Summary) -> Result<(
             );
             return Ok(());
         }
-        let format = FileFormat::of_file(input, None);
-        let frame = format
-            .read(ctx, input)
-            .await
-            .context(|| format!("reading the run's input {input}"))?;
-        frames.push(frame);
+        // As the run read it: a name that does not say its format was given --input-format.
+        let given = summary
+            .input_formats
+            .get(number)
+            .and_then(|f| f.parse().ok());
+        let format = FileFormat::of_file(input, given);
+        match format.read(ctx, input).await {
+            Ok(frame) => frames.push(frame),
+            // The other tables do not need it: a query of them still runs.
+            Err(e) => {
+                crate::to_stderr!(
+                    "neardup: warning: table corpus not available: reading the run's input \
+                     {input} as {}: {}",
+                    format.format,
+                    e.strip_backtrace()
+                );
+                return Ok(());
+            }
+        }
     }
     let Some(mut corpus) = frames.pop() else {
         return Ok(());

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
+use datafusion::logical_expr::LogicalPlan;
 use datafusion::prelude::SessionContext;
 use rustyline::error::ReadlineError;
 use rustyline::history::DefaultHistory;
@@ -111,7 +112,8 @@ async fn run_entry(ctx: &SessionContext, options: &QueryOptions, sql: &str) -> R
     let stopped = STOP_QUERY.notified();
     QUERY_RUNNING.store(true, Ordering::SeqCst);
     let run = async {
-        let frame = crate::engine::sql::run_all_but_last(ctx, sql).await?;
+        let copy_rule = |plan: &LogicalPlan| crate::commands::query::check_copy(plan, options);
+        let frame = crate::engine::sql::run_all_but_last(ctx, sql, &copy_rule).await?;
         let sink = BufWriter::new(std::io::stdout());
         write_result(frame, options, sink, Path::new("<standard output>")).await
     };

@@ -6,7 +6,7 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use crate::engine::staging::{forget_live, register_live};
+use crate::engine::staging::{forget_live, refuse_symlink, register_live};
 use crate::error::{Error, Result};
 
 /// Whether an existing file at the target may be replaced.
@@ -41,6 +41,10 @@ impl PartialFile {
     /// file beside it. A folder at the target is always refused; a file unless `Replace`.
     pub fn create(target: &Path, role: &str, existing: Existing) -> Result<(Self, File)> {
         check_target(target, role, existing)?;
+        // A new file in a new folder, as `run --output` makes its folders.
+        if let Some(parent) = target.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+        }
         let partial = partial_path(target);
         let file = File::create(&partial).map_err(|e| Error::io(&partial, e))?;
         register_live(&partial);
@@ -74,8 +78,19 @@ impl Drop for PartialFile {
     }
 }
 
-/// Refuses a folder at `target`, and an existing file unless it may be replaced.
+/// Refuses a folder at `target`, a symbolic link, a device, pipe or socket (the new file would
+/// take its place: `--out /dev/null --overwrite` would replace the device), and an existing
+/// file unless it may be replaced.
 pub fn check_target(target: &Path, role: &str, existing: Existing) -> Result<()> {
+    refuse_symlink(target, role)?;
+    if target.exists() && !target.is_file() && !target.is_dir() {
+        return Err(Error::Usage(format!(
+            "{role} {} is a device, a pipe or a socket, not a file: neardup writes a new file \
+             and renames it into place, which would replace it; name a file (a command's \
+             result goes to standard output without --out)",
+            target.display()
+        )));
+    }
     if target.is_dir() {
         return Err(Error::Usage(format!(
             "{role} {} is a folder; name a file",

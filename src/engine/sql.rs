@@ -187,14 +187,22 @@ pub async fn run_statements(ctx: &SessionContext, sql: &str, origin: &str) -> Re
     let state = ctx.state();
     for (number, statement) in statements.into_iter().enumerate() {
         let what = || format!("{origin}, statement {}", number + 1);
-        run_statement(ctx, &state, statement, &what).await?;
+        run_statement(ctx, &state, statement, &what, &|_| Ok(())).await?;
     }
     Ok(())
 }
 
+/// A rule each statement's plan must pass before it runs (where `neardup query` lets a COPY
+/// write).
+pub type PlanCheck<'a> = &'a (dyn Fn(&LogicalPlan) -> Result<()> + Send + Sync);
+
 /// Runs every statement of `sql` but the last for its effect (CREATE VIEW, SET, COPY ...), and
 /// returns the last one planned, for the caller to stream (`neardup query`).
-pub async fn run_all_but_last(ctx: &SessionContext, sql: &str) -> Result<DataFrame> {
+pub async fn run_all_but_last(
+    ctx: &SessionContext,
+    sql: &str,
+    check: PlanCheck<'_>,
+) -> Result<DataFrame> {
     let mut statements = parse(sql, || "the SQL does not parse".into())?;
     let last = statements
         .pop_back()
@@ -203,10 +211,11 @@ pub async fn run_all_but_last(ctx: &SessionContext, sql: &str) -> Result<DataFra
     let earlier = statements.len();
     for (number, statement) in statements.into_iter().enumerate() {
         let what = || format!("statement {}", number + 1);
-        run_statement(ctx, &state, statement, &what).await?;
+        run_statement(ctx, &state, statement, &what, check).await?;
     }
     let what = || format!("statement {}", earlier + 1);
     let plan = state.statement_to_plan(last).await.context(what)?;
+    check(&plan)?;
     // The session as the statements before this one left it (a SET among them).
     parquet_writes::check(&plan, &ctx.state(), &what())?;
     if matches!(plan, LogicalPlan::Copy(_)) {
@@ -228,10 +237,12 @@ async fn run_statement(
     state: &SessionState,
     statement: Statement,
     what: &dyn Fn() -> String,
+    check: PlanCheck<'_>,
 ) -> Result<()> {
     log::debug!("{}:\n{statement}", what());
     let started = std::time::Instant::now();
     let plan = state.statement_to_plan(statement).await.context(what)?;
+    check(&plan)?;
     // The session as the statements before this one left it (a SET among them).
     parquet_writes::check(&plan, &ctx.state(), &what())?;
     run_to_end(ctx, plan, what).await?;

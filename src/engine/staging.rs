@@ -206,6 +206,7 @@ impl StagingDir {
                 target.display()
             )));
         }
+        refuse_symlink(&target, "--output")?;
         let parent = target.parent().unwrap_or(Path::new("/")).to_path_buf();
         // First what killed runs left, which may put an old output back in place.
         remove_abandoned_staging(&parent, &name);
@@ -401,6 +402,28 @@ fn retire_old_output(old: &Path, target: &Path) -> Result<()> {
         removed.map_err(|e| Error::io(&path, e))?;
     }
     std::fs::remove_dir(old).map_err(|e| Error::io(old, e))
+}
+
+/// Refuses a symbolic link where neardup writes (`role` names the flag): its output takes
+/// the place of what is there in one rename, which would replace the link itself and leave
+/// what it points to behind (or, for a folder, empty it through the link).
+pub fn refuse_symlink(target: &Path, role: &str) -> Result<()> {
+    let is_link = std::fs::symlink_metadata(target).is_ok_and(|m| m.file_type().is_symlink());
+    if !is_link {
+        return Ok(());
+    }
+    let points_to = std::fs::read_link(target)
+        .map(|to| to.display().to_string())
+        .unwrap_or_else(|_| "?".to_string());
+    let name_instead = match target.canonicalize() {
+        Ok(real) => format!("give the path it points to instead ({})", real.display()),
+        Err(_) => "it points to nothing; remove it or choose another path".to_string(),
+    };
+    Err(Error::Usage(format!(
+        "{role} {} is a symbolic link to {points_to}: neardup writes its output beside it and \
+         renames it into place, which would replace the link; {name_instead}",
+        target.display()
+    )))
 }
 
 /// Names in `dir` that neardup did not write, sorted.

@@ -2,6 +2,7 @@
 //! not lose or get silently wrong: files beside neardup's tables, an index inside the output, a
 //! result file that exists, a table of huge texts, a deleted batch, an edited feature file.
 
+use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
 
 use crate::common::{fixture, make_parquet, neardup, neardup_ok, path_str, stderr, summary};
@@ -591,4 +592,143 @@ fn python_output(python: &Path, script: &str, folder: &Path) -> String {
         .unwrap();
     assert!(read.status.success(), "{}", stderr(&read));
     String::from_utf8_lossy(&read.stdout).trim().to_string()
+}
+
+/// `generate` reads its input whole before it writes, so an `--output` or `--truth` that is the
+/// input (or the two the same file) would lose the corpus; refused before any work, whatever
+/// `--overwrite` says.
+#[test]
+fn generate_never_writes_over_its_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.parquet");
+    std::fs::copy(fixture("sample.parquet"), &input).unwrap();
+    let before = std::fs::read(&input).unwrap();
+    let other = dir.path().join("other.parquet");
+    // The input by another spelling, through a folder link.
+    std::os::unix::fs::symlink(dir.path(), dir.path().join("again")).unwrap();
+    let spelled_again = dir.path().join("again/in.parquet");
+    for (output, truth, named) in [
+        (&input, &other, "is the --input"),
+        (&other, &spelled_again, "is the --input"),
+        (&other, &other, "are the same file"),
+    ] {
+        let refused = neardup(&[
+            "generate",
+            "--input",
+            path_str(&input),
+            "--output",
+            path_str(output),
+            "--truth",
+            path_str(truth),
+            "--overwrite",
+        ]);
+        let message = stderr(&refused);
+        assert_eq!(refused.status.code(), Some(2), "{message}");
+        assert!(message.contains(named), "{message}");
+        assert_eq!(std::fs::read(&input).unwrap(), before);
+        assert!(!other.exists(), "{message}");
+    }
+}
+
+/// A file or folder neardup writes takes the place of what is there in one rename: over a
+/// symbolic link it would replace the link (and, for an output folder, empty what it points to
+/// through it), over a device or pipe the device. Each is refused before any work, even with
+/// `--overwrite`, and what was there stays.
+#[test]
+fn links_devices_and_pipes_are_never_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("base");
+    assert!(run_sample(&out, &[]).status.success());
+    let summary = std::fs::read_to_string(out.join("summary.json")).unwrap();
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink(&out, &link).unwrap();
+    let refused = run_sample(&link, &["--overwrite"]);
+    let message = stderr(&refused);
+    assert_eq!(refused.status.code(), Some(2), "{message}");
+    assert!(message.contains("is a symbolic link to"), "{message}");
+    assert!(message.contains(path_str(&out)), "{message}");
+    assert!(std::fs::symlink_metadata(&link).unwrap().is_symlink());
+    assert_eq!(
+        std::fs::read_to_string(out.join("summary.json")).unwrap(),
+        summary
+    );
+
+    let file = dir.path().join("mine.csv");
+    std::fs::write(&file, "precious").unwrap();
+    let file_link = dir.path().join("mine-link.csv");
+    std::os::unix::fs::symlink(&file, &file_link).unwrap();
+    let pipe = dir.path().join("pipe");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&pipe)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    for (target, named) in [
+        (&file_link, "is a symbolic link to"),
+        (&pipe, "is a device, a pipe or a socket"),
+    ] {
+        let refused = neardup(&[
+            "query",
+            "--overwrite",
+            "--format",
+            "csv",
+            "--out",
+            path_str(target),
+            "SELECT 1 AS one",
+        ]);
+        let message = stderr(&refused);
+        assert_eq!(refused.status.code(), Some(2), "{message}");
+        assert!(message.contains(named), "{message}");
+    }
+    assert!(std::fs::symlink_metadata(&file_link).unwrap().is_symlink());
+    assert!(
+        std::fs::symlink_metadata(&pipe)
+            .unwrap()
+            .file_type()
+            .is_fifo()
+    );
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "precious");
+
+    // A new file in folders that do not exist yet: they are made, as `run --output` makes its.
+    let nested = dir.path().join("results/2026/top.csv");
+    neardup_ok(&[
+        "query",
+        "--format",
+        "csv",
+        "--out",
+        path_str(&nested),
+        "SELECT 1 AS one",
+    ]);
+    assert_eq!(std::fs::read_to_string(&nested).unwrap(), "one\n1\n");
+}
+
+/// A `COPY ... TO` in `neardup query` follows `--out`'s rules: not over an existing file
+/// without `--overwrite`, never into the output or index the query reads.
+#[test]
+fn a_copy_writes_neither_over_a_file_nor_into_what_it_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    assert!(run_sample(&out, &[]).status.success());
+    let file = dir.path().join("mine.csv");
+    std::fs::write(&file, "precious").unwrap();
+    let copy = format!("COPY (SELECT 1 AS one) TO '{}'", path_str(&file));
+    let refused = neardup(&["query", &copy]);
+    let message = stderr(&refused);
+    assert_eq!(refused.status.code(), Some(2), "{message}");
+    assert!(message.contains("pass --overwrite"), "{message}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "precious");
+    neardup_ok(&["query", "--overwrite", &copy]);
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "one\n1\n");
+
+    let groups = || std::fs::read_dir(out.join("groups")).unwrap().count();
+    let before = groups();
+    let into_groups = format!(
+        "SELECT 1; COPY (SELECT * FROM groups) TO '{}'",
+        path_str(&out.join("groups/extra.parquet"))
+    );
+    let refused = neardup(&["query", "--data", path_str(&out), &into_groups]);
+    let message = stderr(&refused);
+    assert_eq!(refused.status.code(), Some(2), "{message}");
+    assert!(message.contains("would write into --data's"), "{message}");
+    assert_eq!(groups(), before);
 }
