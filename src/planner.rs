@@ -171,12 +171,12 @@ pub fn table(estimates: &[Estimate]) -> String {
         };
         let _ = writeln!(
             out,
-            "{:<18} {:>7} {:>9} {:>14.3e} {:>13.3e}{} {:>10.2}{}",
+            "{:<18} {:>7} {:>9} {:>14} {:>13}{} {:>10.2}{}",
             e.plan.to_string(),
             e.plan.tables(),
             bits,
-            e.rows,
-            e.candidates,
+            approximately(e.rows),
+            approximately(e.candidates),
             if e.sampled { "*" } else { " " },
             e.seconds,
             if i == 0 { "  <- chosen" } else { "" }
@@ -192,10 +192,57 @@ pub fn table(estimates: &[Estimate]) -> String {
     out
 }
 
+/// An estimated count as people read it: whole numbers with thousands separators below a
+/// million, then millions, billions and trillions to three figures (`2.20 billion`).
+pub fn approximately(count: f64) -> String {
+    if !count.is_finite() || count < 0.5 {
+        return if count > 0.0 {
+            "under 1".into()
+        } else {
+            "0".into()
+        };
+    }
+    for (scale, name) in [(1e12, "trillion"), (1e9, "billion"), (1e6, "million")] {
+        if count >= scale {
+            let figure = count / scale;
+            let decimals = if figure >= 100.0 {
+                0
+            } else if figure >= 10.0 {
+                1
+            } else {
+                2
+            };
+            return format!("{figure:.decimals$} {name}");
+        }
+    }
+    let digits = format!("{:.0}", count.round());
+    let mut out = String::new();
+    for (i, digit) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::rng::SplitMix64;
+
+    #[test]
+    fn estimates_read_as_words_and_separated_digits() {
+        assert_eq!(approximately(0.0), "0");
+        assert_eq!(approximately(0.09375), "under 1");
+        assert_eq!(approximately(22.0), "22");
+        assert_eq!(approximately(999_999.4), "999,999");
+        assert_eq!(approximately(1_234.0), "1,234");
+        assert_eq!(approximately(2_200_000.0), "2.20 million");
+        assert_eq!(approximately(62_499_195_315.1), "62.5 billion");
+        assert_eq!(approximately(1.04e11), "104 billion");
+        assert_eq!(approximately(3.1e13), "31.0 trillion");
+    }
 
     #[test]
     fn every_plan_offered_is_exact_for_k() {

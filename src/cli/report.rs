@@ -11,18 +11,32 @@ pub fn report(summary: &Summary, output: &Place) {
         1 => format!("1 {noun}"),
         n => format!("{n} {noun}s"),
     };
-    crate::to_stdout!(
-        "{} ({} with NULL text, {} with nothing to fingerprint): {} within k = {}, {} holding {}, \
-         {} removed.",
-        counted(c.documents, "document"),
-        c.null_texts,
-        c.empty_texts,
-        counted(c.pairs, "pair"),
-        summary.parameters.k,
-        counted(c.groups, "group"),
-        counted(c.grouped_documents, "document"),
-        c.documents_removed
-    );
+    if summary.command == "match" {
+        // Fingerprints given, no texts: nothing was NULL or empty as a text, and nothing was
+        // removed, since `match` writes no deduplicated corpus.
+        crate::to_stdout!(
+            "{}: {} within k = {}, {} holding {}; keeping one per group would remove {}.",
+            counted(c.documents, "document"),
+            counted(c.pairs, "pair"),
+            summary.parameters.k,
+            counted(c.groups, "group"),
+            counted(c.grouped_documents, "document"),
+            c.documents_removed
+        );
+    } else {
+        crate::to_stdout!(
+            "{} ({} with NULL text, {} with nothing to fingerprint): {} within k = {}, {} \
+             holding {}, {} removed.",
+            counted(c.documents, "document"),
+            c.null_texts,
+            c.empty_texts,
+            counted(c.pairs, "pair"),
+            summary.parameters.k,
+            counted(c.groups, "group"),
+            counted(c.grouped_documents, "document"),
+            c.documents_removed
+        );
+    }
     if summary.parameters.pairs == PairsListed::All && c.pairs > 10 * c.documents.max(1) {
         crate::to_stdout!(
             "Note: {} pairs for {} documents: many copies of the same pages. --pairs star lists \

@@ -11,6 +11,10 @@ pub fn parse_sweep(text: &str) -> std::result::Result<(u32, u32), String> {
         .map(|(a, b)| (a.trim().parse::<u32>(), b.trim().parse::<u32>()));
     match bounds {
         Some((Ok(low), Ok(high))) if low <= high => Ok((low, high)),
+        Some((Ok(low), Ok(high))) => Err(format!(
+            "'{}' runs backwards: give the smaller k first ({high}..={low})",
+            crate::error::echo(text)
+        )),
         _ => match text.trim().parse::<u32>() {
             Ok(k) => Ok((k, k)),
             Err(_) => Err(format!(

@@ -693,6 +693,19 @@ pub async fn eval(options: &EvalOptions) -> Result<String> {
             "--unlisted is for --labels: a truth scores every pair of its documents".into(),
         ));
     }
+    // DataFusion's own message for a missing file suggests declaring a schema.
+    for (role, path) in [("--truth", &options.truth), ("--labels", &options.labels)] {
+        if let Some(path) = path
+            && !path.to_string_lossy().contains("://")
+            && !crate::engine::staging::has_glob_characters(path)
+            && !path.exists()
+        {
+            return Err(Error::Input(format!(
+                "{role} {}: no such file",
+                path.display()
+            )));
+        }
+    }
     let summary = query::output_summary(&options.output).await?;
     let run_k = summary.parameters.k;
     let (low, high) = options.sweep.unwrap_or((run_k, run_k));

@@ -1,5 +1,7 @@
 //! `neardup plan`: every band plan exact for k, estimated, the planner's choice first.
 
+use datafusion::arrow::datatypes::DataType;
+
 use crate::engine::session::session_context;
 use crate::engine::sql::{count_rows, quote_ident, run_statements};
 use crate::error::{Error, Result};
@@ -30,7 +32,9 @@ pub async fn compare_plans(options: &PlanOptions) -> Result<String> {
     if !options.signatures.is_empty() {
         if width != Width::Bits64 {
             return Err(Error::Usage(
-                "--signatures reads 64-bit (UInt64) fingerprints; leave out --bits 128".into(),
+                "--signatures samples 64-bit (UInt64) fingerprints only; plan 128-bit ones by \
+                 their number instead: neardup plan --bits 128 --docs N --k K"
+                    .into(),
             ));
         }
         let corpus = input::inspect(
@@ -39,6 +43,17 @@ pub async fn compare_plans(options: &PlanOptions) -> Result<String> {
                 .files,
         )
         .await?;
+        if let Ok(DataType::FixedSizeBinary(16)) =
+            corpus.column_type(&options.simhash_column, "simhash")
+        {
+            return Err(Error::Usage(format!(
+                "--signatures {}: column '{}' holds 128-bit fingerprints, which plan does not \
+                 sample; plan them by their number instead: neardup plan --bits 128 --docs N \
+                 --k K",
+                options.signatures.join(" "),
+                options.simhash_column
+            )));
+        }
         corpus.check_simhash_column(&options.simhash_column)?;
         let ctx = session_context()?;
         register_corpus(&ctx, &corpus, false).await?;

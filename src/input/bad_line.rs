@@ -1,8 +1,9 @@
-//! The line of a text file that is not UTF-8. DataFusion's JSON reader says only that the
-//! stream is not UTF-8; on that error path the file is read again, through the store it lives
-//! in (a local disk or an object store alike) and decompressed as the reader did, to name the
-//! line and the byte. Read in the store's chunks, so a file without line breaks is never held
-//! whole.
+//! The line of a JSON Lines file the reader stopped at. DataFusion's JSON reader says only that
+//! the stream is not UTF-8, or gives a line number counted within one of its own chunks; on
+//! that error path the file is read again, through the store it lives in (a local disk or an
+//! object store alike) and decompressed as the reader did, to name the line. Read in the
+//! store's chunks: for UTF-8 a file without line breaks is never held whole, for JSON one line
+//! at a time.
 
 use datafusion::datasource::listing::ListingTableUrl;
 use datafusion::error::DataFusionError;
@@ -20,6 +21,40 @@ pub async fn first_line_not_utf8(
     location: &str,
     compression: Compression,
 ) -> Option<(u64, u64)> {
+    let mut text = read_again(ctx, location, compression).await?;
+    let mut lines = Utf8Lines::default();
+    while let Some(chunk) = text.next().await {
+        if let Some(found) = lines.read(&chunk.ok()?) {
+            return Some(found);
+        }
+    }
+    lines.end()
+}
+
+/// The first line of the file at `location` that is not blank and not one JSON object, numbered
+/// from 1, with what is wrong with it; `None` when every line is one, or the file cannot be read
+/// again.
+pub async fn first_line_not_json(
+    ctx: &SessionContext,
+    location: &str,
+    compression: Compression,
+) -> Option<(u64, String)> {
+    let mut text = read_again(ctx, location, compression).await?;
+    let mut lines = JsonLines::default();
+    while let Some(chunk) = text.next().await {
+        if let Some(found) = lines.read(&chunk.ok()?) {
+            return Some(found);
+        }
+    }
+    lines.end()
+}
+
+/// The file's bytes as the reader saw them, in the store's chunks.
+async fn read_again(
+    ctx: &SessionContext,
+    location: &str,
+    compression: Compression,
+) -> Option<futures::stream::BoxStream<'static, datafusion::error::Result<bytes::Bytes>>> {
     let url = ListingTableUrl::parse(location).ok()?;
     let store = ctx.runtime_env().object_store(&url).ok()?;
     let bytes = store
@@ -29,14 +64,57 @@ pub async fn first_line_not_utf8(
         .into_stream()
         .map_err(|e| DataFusionError::ObjectStore(Box::new(e)))
         .boxed();
-    let mut text = compression.datafusion().convert_stream(bytes).ok()?;
-    let mut lines = Utf8Lines::default();
-    while let Some(chunk) = text.next().await {
-        if let Some(found) = lines.read(&chunk.ok()?) {
-            return Some(found);
+    compression.datafusion().convert_stream(bytes).ok()
+}
+
+/// Checks a text chunk by chunk for its first line that is neither blank nor one JSON object.
+#[derive(Debug)]
+struct JsonLines {
+    /// The current line so far.
+    line: Vec<u8>,
+    /// Its number, from 1.
+    number: u64,
+}
+
+impl Default for JsonLines {
+    fn default() -> Self {
+        Self {
+            line: Vec::new(),
+            number: 1,
         }
     }
-    lines.end()
+}
+
+impl JsonLines {
+    fn read(&mut self, mut chunk: &[u8]) -> Option<(u64, String)> {
+        while let Some(end) = chunk.iter().position(|&b| b == b'\n') {
+            self.line.extend_from_slice(&chunk[..end]);
+            chunk = &chunk[end + 1..];
+            if let Some(found) = self.check() {
+                return Some(found);
+            }
+            self.line.clear();
+            self.number += 1;
+        }
+        self.line.extend_from_slice(chunk);
+        None
+    }
+
+    fn end(mut self) -> Option<(u64, String)> {
+        self.check()
+    }
+
+    /// What is wrong with the current line, if anything.
+    fn check(&mut self) -> Option<(u64, String)> {
+        let line = self.line.strip_suffix(b"\r").unwrap_or(&self.line);
+        if line.iter().all(u8::is_ascii_whitespace) {
+            return None;
+        }
+        type Object = serde_json::Map<String, serde_json::Value>;
+        serde_json::from_slice::<Object>(line)
+            .err()
+            .map(|e| (self.number, e.to_string()))
+    }
 }
 
 /// Checks a text chunk by chunk for its first line that is not UTF-8.
@@ -117,6 +195,33 @@ mod tests {
             assert_eq!(in_chunks(cut, size), Some((2, 3)), "{size}");
         }
         assert_eq!(in_chunks(b"", 1), None);
+    }
+
+    #[test]
+    fn the_first_line_that_is_not_one_json_object_is_found_whatever_the_chunks() {
+        let text = b"{\"a\":1}\n\n  \r\n{\"a\":\"x\"}\r\n{\"a\":\"cut\n{\"a\":2}\n";
+        for size in 1..=text.len() {
+            let mut lines = JsonLines::default();
+            let found = text
+                .chunks(size)
+                .find_map(|chunk| lines.read(chunk))
+                .or_else(|| lines.end());
+            let (line, why) = found.unwrap();
+            assert_eq!(line, 5, "{size}");
+            assert!(why.contains("EOF while parsing a string"), "{why}");
+        }
+        for (text, line) in [(&b"{}\n[1, 2]\n"[..], 2), (b"{}\n{\"a\":1} x", 2)] {
+            let mut lines = JsonLines::default();
+            assert_eq!(
+                lines.read(text).or_else(|| lines.end()).map(|f| f.0),
+                Some(line)
+            );
+        }
+        let mut lines = JsonLines::default();
+        assert_eq!(
+            lines.read(b"{}\n{\"a\": [1]}\n\n").or_else(|| lines.end()),
+            None
+        );
     }
 
     #[tokio::test]

@@ -790,6 +790,16 @@ impl Corpus {
         if id_type.is_integer() || is_string(&id_type) {
             return Ok(());
         }
+        if matches!(&id_type, DataType::Dictionary(_, values) if is_string(values) || values.is_integer())
+        {
+            return Err(Error::Input(dictionary_message(
+                &self.files[0],
+                self.files.len(),
+                "id",
+                name,
+                &id_type,
+            )));
+        }
         Err(Error::Input(format!(
             "{}: id column '{name}' has type {id_type}; ids must be integers or strings",
             self.files[0]
@@ -806,19 +816,26 @@ impl Corpus {
             text_type,
             DataType::Binary | DataType::LargeBinary | DataType::BinaryView
         ) {
+            let each = if self.files.len() > 1 {
+                " (for each input file)"
+            } else {
+                ""
+            };
             return Err(Error::Input(format!(
                 "{}: text column '{name}' has type {text_type} (bytes, not text); neardup reads \
-                 UTF-8 strings and will not guess an encoding. Decode it first, e.g. \
-                 neardup query \"COPY (SELECT *, CAST({} AS VARCHAR) AS text_utf8 FROM '<file>') TO '<new file>'\" \
-                 and pass --text-column text_utf8",
+                 UTF-8 strings and will not guess an encoding. Decode it first{each}, e.g. \
+                 neardup query \"COPY (SELECT *, CAST({} AS VARCHAR) AS text_utf8 FROM {}) TO \
+                 '<new file>.parquet'\" and pass --text-column text_utf8",
                 self.files[0],
-                quote_ident(name)
+                sql_name(name),
+                quote_literal(&self.files[0].to_string())
             )));
         }
         if matches!(&text_type, DataType::Dictionary(_, values) if is_string(values)) {
-            return Err(Error::Input(dictionary_text_message(
+            return Err(Error::Input(dictionary_message(
                 &self.files[0],
                 self.files.len(),
+                "text",
                 name,
                 &text_type,
             )));
@@ -881,22 +898,27 @@ fn refuse_repeated_columns(file: &Place, schema: &SchemaRef) -> Result<()> {
 
 /// A dictionary-encoded text column, with the SQL that decodes it (tried on DataFusion 55:
 /// `SELECT * REPLACE (...)` keeps the other columns and their order).
-fn dictionary_text_message(
+fn dictionary_message(
     file: &dyn std::fmt::Display,
     files: usize,
+    role: &str,
     name: &str,
-    text_type: &DataType,
+    data_type: &DataType,
 ) -> String {
     let column = sql_name(name);
+    let plain = match data_type {
+        DataType::Dictionary(_, values) if !is_string(values) => values.to_string(),
+        _ => "Utf8".to_string(),
+    };
     let each = if files > 1 {
         " (for each input file)"
     } else {
         ""
     };
     format!(
-        "{}: text column '{name}' is dictionary-encoded (type {text_type}); neardup reads plain \
-         strings. Decode it first{each}, e.g. neardup query \"COPY (SELECT * REPLACE \
-         (arrow_cast({column}, 'Utf8') AS {column}) FROM {}) TO '<new file>.parquet'\" and \
+        "{}: {role} column '{name}' is dictionary-encoded (type {data_type}); neardup reads \
+         plain values. Decode it first{each}, e.g. neardup query \"COPY (SELECT * REPLACE \
+         (arrow_cast({column}, '{plain}') AS {column}) FROM {}) TO '<new file>.parquet'\" and \
          give the new file as --input",
         file,
         quote_literal(&file.to_string())
@@ -976,18 +998,29 @@ async fn unreadable(
     e: datafusion::error::DataFusionError,
 ) -> Error {
     let message = e.strip_backtrace();
-    let line = if format.format == Format::JsonLines && message.contains("UTF-8") {
-        bad_line::first_line_not_utf8(ctx, location, format.compression).await
-    } else {
-        None
-    };
     let of = match format.compression {
         format::Compression::None => "the file",
         _ => "the uncompressed text",
     };
-    let at = line.map_or(String::new(), |(line, offset)| {
-        format!(" (line {line} is not UTF-8, at byte offset {offset} of {of})")
-    });
+    let at = if format.format != Format::JsonLines {
+        None
+    } else if message.contains("UTF-8") {
+        bad_line::first_line_not_utf8(ctx, location, format.compression)
+            .await
+            .map(|(line, offset)| {
+                format!(" (line {line} is not UTF-8, at byte offset {offset} of {of})")
+            })
+    } else {
+        // The reader counts lines within its own chunks of the file: its "line 1" may be any.
+        let in_text = match format.compression {
+            format::Compression::None => "",
+            _ => " of the uncompressed text",
+        };
+        bad_line::first_line_not_json(ctx, location, format.compression)
+            .await
+            .map(|(line, why)| format!(" (line {line}{in_text} is not one JSON object: {why})"))
+    };
+    let at = at.unwrap_or_default();
     Error::Input(format!(
         "{location} is not a readable {} file{at}: {message}",
         format.format,
@@ -1016,7 +1049,7 @@ mod tests {
     #[test]
     fn a_dictionary_text_column_is_named_with_the_sql_to_decode_it() {
         let text_type = DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8));
-        let message = dictionary_text_message(&"/data/in.parquet", 1, "text", &text_type);
+        let message = dictionary_message(&"/data/in.parquet", 1, "text", "text", &text_type);
         assert!(
             message.contains("dictionary-encoded (type Dictionary(Int32, Utf8))"),
             "{message}"
@@ -1029,10 +1062,17 @@ mod tests {
             "{message}"
         );
         assert!(!message.contains("for each input file"), "{message}");
-        let message = dictionary_text_message(&"/d/a.parquet", 2, "Body", &text_type);
+        let message = dictionary_message(&"/d/a.parquet", 2, "text", "Body", &text_type);
         assert!(
             message.contains("arrow_cast(\"Body\", 'Utf8') AS \"Body\"")
                 && message.contains("for each input file"),
+            "{message}"
+        );
+        let id_type = DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Int64));
+        let message = dictionary_message(&"/d/a.parquet", 1, "id", "id", &id_type);
+        assert!(
+            message.contains("id column 'id' is dictionary-encoded")
+                && message.contains("arrow_cast(id, 'Int64') AS id"),
             "{message}"
         );
         assert_eq!(sql_name("text_2"), "text_2");

@@ -207,6 +207,12 @@ async fn finish(
         plan: Some(done.plan),
         index,
         inputs: input_names(done.corpus),
+        input_formats: done
+            .corpus
+            .formats
+            .iter()
+            .map(|f| f.format.to_string())
+            .collect(),
         delta_inputs: done.corpus.delta_tables.clone(),
         delta_tables: None,
         counts,

@@ -121,13 +121,13 @@ pub async fn run_matching(
     let quiet = config.console.quiet;
     if !quiet {
         crate::to_stderr!(
-            "neardup: plan {} ({}): {} tables in {} pass{}, about {:.3e} candidates",
+            "neardup: plan {} ({}): {} tables in {} pass{}, about {} candidates",
             report.plan,
             report.chosen_by,
             report.tables,
             report.passes,
             if report.passes == 1 { "" } else { "es" },
-            report.estimated_candidates
+            crate::planner::approximately(report.estimated_candidates)
         );
     }
     // A run on its own in this process scans the tables in memory; the rest (a cluster, an

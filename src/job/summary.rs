@@ -21,6 +21,11 @@ pub struct Summary {
     pub index: Option<IndexReport>,
     /// Absolute paths of the input files, in input order.
     pub inputs: Vec<String>,
+    /// Each input's format (`parquet`, `jsonl` or `csv`), in the same order, so that `query`
+    /// reads a file whose name does not say it (`--input-format`) as the run did. Absent in
+    /// summaries written before it was recorded: the names say.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub input_formats: Vec<String>,
     /// The Delta tables the inputs came from, and the version of each that was read.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub delta_inputs: Vec<crate::delta::input::TableRead>,

@@ -670,3 +670,62 @@ fn an_answer_that_cannot_be_written_is_an_error() {
     assert!(message.contains("standard output"), "{message}");
     assert!(!message.contains("internal error"), "{message}");
 }
+
+/// Row "a corpus in JSON Lines or CSV": a file whose name does not say its format, run with
+/// `--input-format jsonl`, is read as JSON Lines again by the commands that open the run
+/// (before, they read it as Parquet and every query of the output failed); a JSON line that
+/// is cut is named by its line in the whole file.
+#[test]
+fn a_run_of_a_file_named_without_its_format_opens_as_it_was_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("export.dat");
+    let lines: String = (0..60)
+        .map(|i| {
+            format!(
+                "{{\"id\":\"d{i}\",\"text\":\"page {} of the manual\"}}\n",
+                i % 7
+            )
+        })
+        .collect();
+    std::fs::write(&input, &lines).unwrap();
+    let out = dir.path().join("out");
+    neardup_ok(&[
+        "run",
+        "-q",
+        "--input",
+        path_str(&input),
+        "--input-format",
+        "jsonl",
+        "--output",
+        path_str(&out),
+    ]);
+    let counted = neardup_ok(&[
+        "query",
+        "--data",
+        path_str(&out),
+        "--format",
+        "csv",
+        "SELECT count(*) AS n FROM corpus",
+    ]);
+    assert_eq!(counted, "n\n60\n");
+
+    // Line 51 cut short: the reader's own message counts lines within its chunk.
+    let mut cut: Vec<&str> = lines.lines().collect();
+    cut[50] = "{\"id\":\"d50\",\"text\":\"page";
+    std::fs::write(&input, cut.join("\n")).unwrap();
+    let failed = neardup(&[
+        "run",
+        "--input",
+        path_str(&input),
+        "--input-format",
+        "jsonl",
+        "--output",
+        path_str(&dir.path().join("cut")),
+    ]);
+    let message = stderr(&failed);
+    assert_eq!(failed.status.code(), Some(1), "{message}");
+    assert!(
+        message.contains("line 51 is not one JSON object: EOF while parsing a string"),
+        "{message}"
+    );
+}
