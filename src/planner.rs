@@ -193,14 +193,25 @@ pub fn table(estimates: &[Estimate]) -> String {
 }
 
 /// An estimated count as people read it: whole numbers with thousands separators below a
-/// million, then millions, billions and trillions to three figures (`2.20 billion`).
+/// million, then millions, billions and trillions to three figures (`2.20 billion`), and powers
+/// of ten past a thousand trillion.
 pub fn approximately(count: f64) -> String {
-    if !count.is_finite() || count < 0.5 {
-        return if count > 0.0 {
-            "under 1".into()
-        } else {
-            "0".into()
-        };
+    if !count.is_finite() {
+        return "unknown".into();
+    }
+    if count < 0.5 {
+        return if count > 0.0 { "under 1" } else { "0" }.into();
+    }
+    // Three figures first, so that 999,999.6 reads as 1.00 million, not 1,000,000.
+    let whole = count.round();
+    let count = if whole < 1e6 {
+        whole
+    } else {
+        let unit = 10f64.powi(count.log10().floor() as i32 - 2);
+        (count / unit).round() * unit
+    };
+    if count >= 1e15 {
+        return format!("{count:.2e}");
     }
     for (scale, name) in [(1e12, "trillion"), (1e9, "billion"), (1e6, "million")] {
         if count >= scale {
@@ -215,7 +226,7 @@ pub fn approximately(count: f64) -> String {
             return format!("{figure:.decimals$} {name}");
         }
     }
-    let digits = format!("{:.0}", count.round());
+    let digits = format!("{count:.0}");
     let mut out = String::new();
     for (i, digit) in digits.chars().enumerate() {
         if i > 0 && (digits.len() - i).is_multiple_of(3) {
@@ -242,6 +253,13 @@ mod tests {
         assert_eq!(approximately(62_499_195_315.1), "62.5 billion");
         assert_eq!(approximately(1.04e11), "104 billion");
         assert_eq!(approximately(3.1e13), "31.0 trillion");
+        assert_eq!(approximately(999_999.6), "1.00 million");
+        assert_eq!(approximately(9.995e6), "10.0 million");
+        assert_eq!(approximately(99.995e6), "100 million");
+        assert_eq!(approximately(999.95e6), "1.00 billion");
+        assert_eq!(approximately(1.8e19), "1.80e19");
+        assert_eq!(approximately(f64::INFINITY), "unknown");
+        assert_eq!(approximately(f64::NAN), "unknown");
     }
 
     #[test]

@@ -87,14 +87,21 @@ def read(out: Path, table: str = "groups") -> pa.Table:
     return query(f'SELECT * FROM "{table}"', data=out)
 
 
-def query(sql: str, data: Optional[Path] = None, index: Optional[Path] = None) -> pa.Table:
+def query(
+    sql: str,
+    data: Optional[Path] = None,
+    index: Optional[Path] = None,
+    overwrite: bool = False,
+) -> pa.Table:
     """SQL as ``neardup query`` runs it: over an output's tables (``data``), an index's
     (``index``), and files by path, with neardup's functions. Returns the last statement's
-    result as a pyarrow Table."""
+    result as a pyarrow Table. A ``COPY ... TO`` an existing file replaces it only with
+    ``overwrite=True`` (``--overwrite``)."""
     stream = _native.query(
         sql,
         data=None if data is None else fspath(data),
         index=None if index is None else fspath(index),
+        overwrite=overwrite,
     )
     return pa.RecordBatchReader.from_stream(stream).read_all()
 

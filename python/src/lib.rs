@@ -113,12 +113,13 @@ fn job(py: Python<'_>, argv: Vec<String>) -> PyResult<String> {
 
 /// The result of SQL over an output's tables (`data`) and an index's, as an Arrow stream.
 #[pyfunction]
-#[pyo3(signature = (sql, data=None, index=None))]
+#[pyo3(signature = (sql, data=None, index=None, overwrite=false))]
 fn query(
     py: Python<'_>,
     sql: String,
     data: Option<PathBuf>,
     index: Option<PathBuf>,
+    overwrite: bool,
 ) -> PyResult<ArrowStream> {
     let runtime = runtime(None)?;
     let (schema, batches) = py
@@ -127,6 +128,7 @@ fn query(
                 data.as_deref(),
                 index.as_deref(),
                 &sql,
+                overwrite,
             ))
         })
         .map_err(to_python)?;

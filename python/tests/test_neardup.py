@@ -217,6 +217,22 @@ def test_query_runs_sql_over_an_output(cli_out):
     assert got.column("n")[0].as_py() == groups.num_rows > 0
 
 
+def test_a_copy_replaces_a_file_only_when_told_and_never_a_table_it_reads(cli_out, tmp_path):
+    mine = tmp_path / "mine.csv"
+    mine.write_text("precious")
+    copy = f"COPY (SELECT 1 AS one) TO '{mine}'"
+    with pytest.raises(neardup.UsageError, match="pass --overwrite"):
+        neardup.query(copy)
+    assert mine.read_text() == "precious"
+    neardup.query(copy, overwrite=True)
+    assert mine.read_text() == "one\n1\n"
+    before = sorted(p.name for p in (cli_out / "groups").iterdir())
+    with pytest.raises(neardup.UsageError, match="would write into --data's"):
+        neardup.query(f"COPY (SELECT * FROM groups) TO '{cli_out / 'groups' / 'x.parquet'}'",
+                      data=cli_out, overwrite=True)
+    assert sorted(p.name for p in (cli_out / "groups").iterdir()) == before
+
+
 def test_bad_input_raises_the_cli_message_and_writes_nothing(tmp_path):
     missing = tmp_path / "missing.parquet"
     out = tmp_path / "out"

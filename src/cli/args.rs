@@ -885,8 +885,9 @@ pub struct QueryArgs {
     /// instead of standard output; it appears whole, at the end.
     #[arg(long, value_name = "FILE|URL")]
     pub out: Option<PathBuf>,
-    /// Replace --out, or the file a `COPY ... TO` names, if it exists (without it both are
-    /// refused). A COPY into a folder adds its files to the folder's.
+    /// Replace --out, or the file a `COPY ... TO` names (in the SQL given or in the shell), if
+    /// it exists (without it both are refused). A COPY into a folder adds its files to the
+    /// folder's.
     #[arg(long)]
     pub overwrite: bool,
     /// SQL to run after the SQL argument; repeat for more.

@@ -23,6 +23,7 @@ use crate::engine::sql::query_batches;
 use crate::engine::sql::quote_ident;
 use crate::error::{Error, QueryContext, Result};
 use crate::job::clustering::union_find;
+use crate::storage::Place;
 
 #[derive(Debug, Clone)]
 pub struct EvalOptions {
@@ -696,9 +697,9 @@ pub async fn eval(options: &EvalOptions) -> Result<String> {
     // DataFusion's own message for a missing file suggests declaring a schema.
     for (role, path) in [("--truth", &options.truth), ("--labels", &options.labels)] {
         if let Some(path) = path
-            && !path.to_string_lossy().contains("://")
-            && !crate::engine::staging::has_glob_characters(path)
-            && !path.exists()
+            && let Ok(Place::Local(file)) = Place::parse(&path.to_string_lossy(), role)
+            && !crate::engine::staging::has_glob_characters(&file)
+            && !file.exists()
         {
             return Err(Error::Input(format!(
                 "{role} {}: no such file",

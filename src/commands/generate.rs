@@ -18,7 +18,7 @@ use datafusion::prelude::{ParquetReadOptions, SessionContext};
 
 use crate::engine::partial_file::{Existing, PartialFile, check_target};
 use crate::engine::sql::quote_ident;
-use crate::engine::staging::is_inside;
+use crate::engine::staging::{has_glob_characters, is_inside};
 use crate::error::{Error, QueryContext, Result};
 pub use crate::rng::SplitMix64;
 use crate::text::is_han;
@@ -244,13 +244,28 @@ fn to_traditional(text: &str) -> String {
         .collect()
 }
 
+/// Whether `path` is the input, lies inside an input folder, or is a file an input pattern
+/// (`corpus/*.parquet`) reads.
+fn is_read_as_input(path: &Path, input: &Path) -> bool {
+    if is_inside(path, input) {
+        return true;
+    }
+    if !has_glob_characters(input) {
+        return false;
+    }
+    let (Ok(path), Ok(pattern)) = (std::path::absolute(path), std::path::absolute(input)) else {
+        return false;
+    };
+    glob::Pattern::new(&pattern.to_string_lossy()).is_ok_and(|p| p.matches_path(&path))
+}
+
 /// Writes the generated corpus (id, text, edits) and its truth (id, cluster).
 pub async fn generate_corpus(options: &GenerateOptions) -> Result<(usize, usize)> {
     let existing = Existing::from_overwrite(options.overwrite);
     // Checked before any work; checked again when the files are created.
     for (path, role) in [(&options.output, OUTPUT_ROLE), (&options.truth, TRUTH_ROLE)] {
         check_target(path, role, existing)?;
-        if is_inside(path, &options.input) {
+        if is_read_as_input(path, &options.input) {
             return Err(Error::Usage(format!(
                 "{role} {} is the --input {} it is generated from: writing it would replace \
                  the corpus; choose another path",

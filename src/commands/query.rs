@@ -13,7 +13,10 @@ use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::arrow::error::ArrowError;
 use datafusion::arrow::json::{ArrayWriter, LineDelimitedWriter};
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
-use datafusion::logical_expr::LogicalPlan;
+use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+use datafusion::datasource::listing::ListingTable;
+use datafusion::datasource::source_as_provider;
+use datafusion::logical_expr::{LogicalPlan, WriteOp};
 use datafusion::parquet::arrow::ArrowWriter;
 use datafusion::parquet::basic::{Compression, ZstdLevel};
 use datafusion::parquet::file::properties::WriterProperties;
@@ -98,9 +101,6 @@ pub async fn query(options: &QueryOptions) -> Result<()> {
         Some(out) => Some(Place::parse(&out.to_string_lossy(), OUT_ROLE)?),
         None => None,
     };
-    // A committed output or an index is read by later queries and runs as it was committed: a
-    // result file among a table's files would become part of that table, one on its summary
-    // or marker would replace them. (The user's own files beside the tables are theirs.)
     if let Some(Place::Local(path)) = &out {
         refuse_writing_what_is_read(path, OUT_ROLE, options)?;
     }
@@ -172,24 +172,68 @@ fn refuse_writing_what_is_read(path: &Path, role: &str, options: &QueryOptions) 
     Ok(())
 }
 
-/// The rule for a `COPY ... TO` on this machine's disk, as for `--out`: not into what the query
-/// reads (`refuse_writing_what_is_read`), not over a symbolic link or a device, and not over an
-/// existing file unless `--overwrite`. A folder takes the COPY's files beside its own, as
-/// DataFusion writes them.
+/// The rule for what a statement writes on this machine's disk, as for `--out`, wherever it
+/// sits in the plan (under `EXPLAIN ANALYZE` too): a `COPY ... TO` not into what the query reads
+/// (`refuse_writing_what_is_read`), not over a symbolic link or a device, and not over an
+/// existing file unless `--overwrite` (a folder takes the COPY's files beside its own, as
+/// DataFusion writes them); an `INSERT INTO` a table whose files are on disk not into what the
+/// query reads.
 pub(crate) fn check_copy(plan: &LogicalPlan, options: &QueryOptions) -> Result<()> {
-    const ROLE: &str = "COPY ... TO";
-    let LogicalPlan::Copy(copy) = plan else {
-        return Ok(());
-    };
-    let Ok(Place::Local(path)) = Place::parse(&copy.output_url, ROLE) else {
-        return Ok(());
-    };
-    refuse_writing_what_is_read(&path, ROLE, options)?;
-    crate::engine::staging::refuse_symlink(&path, ROLE)?;
-    if path.is_dir() {
-        return Ok(());
+    let mut checked = Ok(());
+    // The closure never fails: what it finds is kept in `checked`, and the walk stops there.
+    let _ = plan.apply(|node| {
+        checked = check_write(node, options);
+        Ok(if checked.is_ok() {
+            TreeNodeRecursion::Continue
+        } else {
+            TreeNodeRecursion::Stop
+        })
+    });
+    checked
+}
+
+fn check_write(node: &LogicalPlan, options: &QueryOptions) -> Result<()> {
+    match node {
+        LogicalPlan::Copy(copy) => {
+            const ROLE: &str = "COPY ... TO";
+            let Some(path) = local_destination(&copy.output_url) else {
+                return Ok(());
+            };
+            refuse_writing_what_is_read(&path, ROLE, options)?;
+            crate::engine::staging::refuse_symlink(&path, ROLE)?;
+            if path.is_dir() {
+                return Ok(());
+            }
+            check_target(&path, ROLE, Existing::from_overwrite(options.overwrite))
+        }
+        LogicalPlan::Dml(dml) if matches!(dml.op, WriteOp::Insert(_)) => {
+            let Ok(provider) = source_as_provider(&dml.target) else {
+                return Ok(());
+            };
+            let Some(listing) = provider.downcast_ref::<ListingTable>() else {
+                return Ok(());
+            };
+            for url in listing.table_paths() {
+                if let Some(path) = local_destination(url.as_str()) {
+                    refuse_writing_what_is_read(&path, "INSERT INTO", options)?;
+                }
+            }
+            Ok(())
+        }
+        _ => Ok(()),
     }
-    check_target(&path, ROLE, Existing::from_overwrite(options.overwrite))
+}
+
+/// The place on this machine's disk a statement writes to: a path, or a `file:` URL as
+/// DataFusion reads it (`file:/data/out` too); `None` on an object store.
+fn local_destination(destination: &str) -> Option<PathBuf> {
+    if destination.starts_with("file:") {
+        return url::Url::parse(destination).ok()?.to_file_path().ok();
+    }
+    match Place::parse(destination, "a destination") {
+        Ok(Place::Local(path)) => Some(path),
+        _ => None,
+    }
 }
 
 /// Runs `sql` over an output's tables (`data`) and an index's, and gathers the result of the
@@ -198,6 +242,7 @@ pub async fn query_batches(
     data: Option<&Path>,
     index: Option<&Path>,
     sql: &str,
+    overwrite: bool,
 ) -> Result<(SchemaRef, Vec<RecordBatch>)> {
     let options = QueryOptions {
         data: data.map(Path::to_path_buf),
@@ -206,7 +251,7 @@ pub async fn query_batches(
         format: Format::Parquet,
         max_rows: usize::MAX,
         out: None,
-        overwrite: false,
+        overwrite,
     };
     let ctx = query_context(&options).await?;
     let copy_rule = |plan: &LogicalPlan| check_copy(plan, &options);

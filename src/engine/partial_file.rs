@@ -84,10 +84,14 @@ impl Drop for PartialFile {
 pub fn check_target(target: &Path, role: &str, existing: Existing) -> Result<()> {
     refuse_symlink(target, role)?;
     if target.exists() && !target.is_file() && !target.is_dir() {
+        let instead = if role == "--out" {
+            "name a file, or leave out --out to write the result to standard output"
+        } else {
+            "name a file"
+        };
         return Err(Error::Usage(format!(
             "{role} {} is a device, a pipe or a socket, not a file: neardup writes a new file \
-             and renames it into place, which would replace it; name a file (a command's \
-             result goes to standard output without --out)",
+             and renames it into place, which would replace it; {instead}",
             target.display()
         )));
     }

@@ -408,16 +408,26 @@ fn retire_old_output(old: &Path, target: &Path) -> Result<()> {
 /// the place of what is there in one rename, which would replace the link itself and leave
 /// what it points to behind (or, for a folder, empty it through the link).
 pub fn refuse_symlink(target: &Path, role: &str) -> Result<()> {
-    let is_link = std::fs::symlink_metadata(target).is_ok_and(|m| m.file_type().is_symlink());
+    // Without a trailing '/': `link/` names what the link points to, and is looked up through it.
+    let target: PathBuf = target.components().collect();
+    let is_link = std::fs::symlink_metadata(&target).is_ok_and(|m| m.file_type().is_symlink());
     if !is_link {
         return Ok(());
     }
-    let points_to = std::fs::read_link(target)
+    let points_to = std::fs::read_link(&target)
         .map(|to| to.display().to_string())
         .unwrap_or_else(|_| "?".to_string());
     let name_instead = match target.canonicalize() {
-        Ok(real) => format!("give the path it points to instead ({})", real.display()),
-        Err(_) => "it points to nothing; remove it or choose another path".to_string(),
+        Ok(real) if real.is_file() || real.is_dir() => {
+            format!("give the path it points to instead ({})", real.display())
+        }
+        Ok(_) if role == "--out" => {
+            "it points to a device, a pipe or a socket; leave out --out to write the result to \
+             standard output"
+                .to_string()
+        }
+        Ok(_) => "it points to a device, a pipe or a socket; choose a file".to_string(),
+        Err(_) => "it points to nothing; remove the link or choose another path".to_string(),
     };
     Err(Error::Usage(format!(
         "{role} {} is a symbolic link to {points_to}: neardup writes its output beside it and \

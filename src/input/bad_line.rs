@@ -5,11 +5,16 @@
 //! store's chunks: for UTF-8 a file without line breaks is never held whole, for JSON one line
 //! at a time.
 
+use std::sync::Arc;
+
 use datafusion::datasource::listing::ListingTableUrl;
 use datafusion::error::DataFusionError;
 use datafusion::prelude::SessionContext;
 use futures::{StreamExt, TryStreamExt};
-use object_store::ObjectStoreExt;
+use object_store::local::LocalFileSystem;
+use object_store::{ObjectStore, ObjectStoreExt};
+
+use crate::storage::Place;
 
 use super::format::Compression;
 
@@ -21,14 +26,7 @@ pub async fn first_line_not_utf8(
     location: &str,
     compression: Compression,
 ) -> Option<(u64, u64)> {
-    let mut text = read_again(ctx, location, compression).await?;
-    let mut lines = Utf8Lines::default();
-    while let Some(chunk) = text.next().await {
-        if let Some(found) = lines.read(&chunk.ok()?) {
-            return Some(found);
-        }
-    }
-    lines.end()
+    first_found::<Utf8Lines>(ctx, location, compression).await
 }
 
 /// The first line of the file at `location` that is not blank and not one JSON object, numbered
@@ -39,14 +37,32 @@ pub async fn first_line_not_json(
     location: &str,
     compression: Compression,
 ) -> Option<(u64, String)> {
+    first_found::<JsonLines>(ctx, location, compression).await
+}
+
+/// A check of a text read chunk by chunk, for the first place something is wrong.
+trait LineCheck: Default {
+    type Found;
+    /// Checks the next chunk.
+    fn read(&mut self, chunk: &[u8]) -> Option<Self::Found>;
+    /// At the end of the text.
+    fn end(self) -> Option<Self::Found>;
+}
+
+/// What `C` finds in the file, read again; `None` when nothing, or it cannot be read.
+async fn first_found<C: LineCheck>(
+    ctx: &SessionContext,
+    location: &str,
+    compression: Compression,
+) -> Option<C::Found> {
     let mut text = read_again(ctx, location, compression).await?;
-    let mut lines = JsonLines::default();
+    let mut check = C::default();
     while let Some(chunk) = text.next().await {
-        if let Some(found) = lines.read(&chunk.ok()?) {
+        if let Some(found) = check.read(&chunk.ok()?) {
             return Some(found);
         }
     }
-    lines.end()
+    check.end()
 }
 
 /// The file's bytes as the reader saw them, in the store's chunks.
@@ -55,10 +71,22 @@ async fn read_again(
     location: &str,
     compression: Compression,
 ) -> Option<futures::stream::BoxStream<'static, datafusion::error::Result<bytes::Bytes>>> {
-    let url = ListingTableUrl::parse(location).ok()?;
-    let store = ctx.runtime_env().object_store(&url).ok()?;
+    // A local path as it is (a name with '*' or '[' is a file here, not a pattern), a URL
+    // through the session's store for it.
+    let (store, path): (Arc<dyn ObjectStore>, object_store::path::Path) =
+        match Place::parse(location, "input") {
+            Ok(Place::Local(file)) => (
+                Arc::new(LocalFileSystem::new()),
+                object_store::path::Path::from_filesystem_path(&file).ok()?,
+            ),
+            _ => {
+                let url = ListingTableUrl::parse(location).ok()?;
+                let store = ctx.runtime_env().object_store(&url).ok()?;
+                (store, url.prefix().clone())
+            }
+        };
     let bytes = store
-        .get(url.prefix())
+        .get(&path)
         .await
         .ok()?
         .into_stream()
@@ -67,6 +95,10 @@ async fn read_again(
     compression.datafusion().convert_stream(bytes).ok()
 }
 
+/// A line longer than this is not held to be checked: the search gives up (the error then
+/// names the file only). Far beyond any document the job reads whole.
+const LONGEST_LINE: usize = if cfg!(test) { 1 << 10 } else { 1 << 30 };
+
 /// Checks a text chunk by chunk for its first line that is neither blank nor one JSON object.
 #[derive(Debug)]
 struct JsonLines {
@@ -74,6 +106,8 @@ struct JsonLines {
     line: Vec<u8>,
     /// Its number, from 1.
     number: u64,
+    /// A line was longer than `LONGEST_LINE`.
+    gave_up: bool,
 }
 
 impl Default for JsonLines {
@@ -81,14 +115,19 @@ impl Default for JsonLines {
         Self {
             line: Vec::new(),
             number: 1,
+            gave_up: false,
         }
     }
 }
 
-impl JsonLines {
+impl LineCheck for JsonLines {
+    type Found = (u64, String);
+
     fn read(&mut self, mut chunk: &[u8]) -> Option<(u64, String)> {
-        while let Some(end) = chunk.iter().position(|&b| b == b'\n') {
-            self.line.extend_from_slice(&chunk[..end]);
+        while !self.gave_up
+            && let Some(end) = chunk.iter().position(|&b| b == b'\n')
+        {
+            self.extend(&chunk[..end]);
             chunk = &chunk[end + 1..];
             if let Some(found) = self.check() {
                 return Some(found);
@@ -96,26 +135,51 @@ impl JsonLines {
             self.line.clear();
             self.number += 1;
         }
-        self.line.extend_from_slice(chunk);
+        self.extend(chunk);
         None
     }
 
-    fn end(mut self) -> Option<(u64, String)> {
+    fn end(self) -> Option<(u64, String)> {
         self.check()
     }
+}
 
-    /// What is wrong with the current line, if anything.
-    fn check(&mut self) -> Option<(u64, String)> {
+impl JsonLines {
+    fn extend(&mut self, bytes: &[u8]) {
+        if self.gave_up || self.line.len() + bytes.len() > LONGEST_LINE {
+            self.gave_up = true;
+            self.line = Vec::new();
+        } else {
+            self.line.extend_from_slice(bytes);
+        }
+    }
+
+    /// What is wrong with the current line, if anything: serde's message, with the column in
+    /// the line (serde's own line is always 1, the line alone being parsed).
+    fn check(&self) -> Option<(u64, String)> {
+        if self.gave_up {
+            return None;
+        }
         let line = self.line.strip_suffix(b"\r").unwrap_or(&self.line);
+        if self.number == 1 && line.starts_with(BYTE_ORDER_MARK) {
+            let why = "it starts with a byte order mark (EF BB BF), which the JSON reader does \
+                       not take; remove those three bytes";
+            return Some((1, why.to_string()));
+        }
         if line.iter().all(u8::is_ascii_whitespace) {
             return None;
         }
         type Object = serde_json::Map<String, serde_json::Value>;
-        serde_json::from_slice::<Object>(line)
-            .err()
-            .map(|e| (self.number, e.to_string()))
+        let error = serde_json::from_slice::<Object>(line).err()?;
+        let full = error.to_string();
+        let place = format!(" at line {} column {}", error.line(), error.column());
+        let what = full.strip_suffix(&place).unwrap_or(&full);
+        Some((self.number, format!("{what}, at column {}", error.column())))
     }
 }
+
+/// UTF-8's byte order mark, which some tools write first and the JSON reader refuses.
+const BYTE_ORDER_MARK: &[u8] = b"\xEF\xBB\xBF";
 
 /// Checks a text chunk by chunk for its first line that is not UTF-8.
 #[derive(Debug)]
@@ -137,7 +201,9 @@ impl Default for Utf8Lines {
     }
 }
 
-impl Utf8Lines {
+impl LineCheck for Utf8Lines {
+    type Found = (u64, u64);
+
     /// Checks the next chunk; the line and offset of the first bad byte once there is one.
     fn read(&mut self, chunk: &[u8]) -> Option<(u64, u64)> {
         self.pending.extend_from_slice(chunk);
@@ -208,8 +274,20 @@ mod tests {
                 .or_else(|| lines.end());
             let (line, why) = found.unwrap();
             assert_eq!(line, 5, "{size}");
-            assert!(why.contains("EOF while parsing a string"), "{why}");
+            assert_eq!(why, "EOF while parsing a string, at column 9", "{size}");
         }
+        let mut lines = JsonLines::default();
+        let (line, why) = lines.read(b"\xEF\xBB\xBF{\"a\":1}\n").unwrap();
+        assert_eq!(line, 1);
+        assert!(why.contains("byte order mark"), "{why}");
+        // A line past the longest held gives up rather than holding it.
+        let mut lines = JsonLines::default();
+        let long = vec![b'x'; LONGEST_LINE / 2 + 1];
+        assert_eq!(lines.read(&long), None);
+        assert_eq!(lines.read(&long), None);
+        assert_eq!(lines.read(b"\n{"), None);
+        assert!(lines.gave_up && lines.line.is_empty());
+        assert_eq!(lines.end(), None);
         for (text, line) in [(&b"{}\n[1, 2]\n"[..], 2), (b"{}\n{\"a\":1} x", 2)] {
             let mut lines = JsonLines::default();
             assert_eq!(

@@ -816,11 +816,7 @@ impl Corpus {
             text_type,
             DataType::Binary | DataType::LargeBinary | DataType::BinaryView
         ) {
-            let each = if self.files.len() > 1 {
-                " (for each input file)"
-            } else {
-                ""
-            };
+            let each = for_each_file(self.files.len());
             return Err(Error::Input(format!(
                 "{}: text column '{name}' has type {text_type} (bytes, not text); neardup reads \
                  UTF-8 strings and will not guess an encoding. Decode it first{each}, e.g. \
@@ -910,19 +906,24 @@ fn dictionary_message(
         DataType::Dictionary(_, values) if !is_string(values) => values.to_string(),
         _ => "Utf8".to_string(),
     };
-    let each = if files > 1 {
-        " (for each input file)"
-    } else {
-        ""
-    };
+    let each = for_each_file(files);
     format!(
         "{}: {role} column '{name}' is dictionary-encoded (type {data_type}); neardup reads \
          plain values. Decode it first{each}, e.g. neardup query \"COPY (SELECT * REPLACE \
          (arrow_cast({column}, '{plain}') AS {column}) FROM {}) TO '<new file>.parquet'\" and \
-         give the new file as --input",
+         give the new file in its place",
         file,
         quote_literal(&file.to_string())
     )
+}
+
+/// " (for each input file)" where a decoding hint names one file of several.
+fn for_each_file(files: usize) -> &'static str {
+    if files > 1 {
+        " (for each input file)"
+    } else {
+        ""
+    }
 }
 
 /// A column name as SQL takes it: bare when it is lower-case letters, digits and '_' (so the
@@ -989,6 +990,14 @@ async fn read_schema_of(
     }
 }
 
+/// How the JSON reader's errors for a line that is not JSON begin: when inferring the columns
+/// (serde's), then when decoding (its own). Errors of a value's type are not among them.
+const JSON_SYNTAX_ERRORS: [&str; 3] = [
+    "Not valid JSON",
+    "Encountered unexpected",
+    "Truncated record",
+];
+
 /// The error for a file DataFusion could not read. Where the JSON reader says only that the
 /// stream is not UTF-8, the file is read again to name the line.
 async fn unreadable(
@@ -1010,7 +1019,7 @@ async fn unreadable(
             .map(|(line, offset)| {
                 format!(" (line {line} is not UTF-8, at byte offset {offset} of {of})")
             })
-    } else {
+    } else if JSON_SYNTAX_ERRORS.iter().any(|e| message.contains(e)) {
         // The reader counts lines within its own chunks of the file: its "line 1" may be any.
         let in_text = match format.compression {
             format::Compression::None => "",
@@ -1019,6 +1028,8 @@ async fn unreadable(
         bad_line::first_line_not_json(ctx, location, format.compression)
             .await
             .map(|(line, why)| format!(" (line {line}{in_text} is not one JSON object: {why})"))
+    } else {
+        None
     };
     let at = at.unwrap_or_default();
     Error::Input(format!(

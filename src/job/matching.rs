@@ -121,7 +121,7 @@ pub async fn run_matching(
     let quiet = config.console.quiet;
     if !quiet {
         crate::to_stderr!(
-            "neardup: plan {} ({}): {} tables in {} pass{}, about {} candidates",
+            "neardup: plan {} ({}): {} tables in {} pass{}, candidates estimated: {}",
             report.plan,
             report.chosen_by,
             report.tables,

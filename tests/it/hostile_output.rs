@@ -607,15 +607,18 @@ fn generate_never_writes_over_its_input() {
     // The input by another spelling, through a folder link.
     std::os::unix::fs::symlink(dir.path(), dir.path().join("again")).unwrap();
     let spelled_again = dir.path().join("again/in.parquet");
-    for (output, truth, named) in [
-        (&input, &other, "is the --input"),
-        (&other, &spelled_again, "is the --input"),
-        (&other, &other, "are the same file"),
+    let pattern = dir.path().join("*.parquet");
+    for (given, output, truth, named) in [
+        (&input, &input, &other, "is the --input"),
+        (&input, &other, &spelled_again, "is the --input"),
+        (&input, &other, &other, "are the same file"),
+        // A pattern reads every file it matches.
+        (&pattern, &input, &other, "is the --input"),
     ] {
         let refused = neardup(&[
             "generate",
             "--input",
-            path_str(&input),
+            path_str(given),
             "--output",
             path_str(output),
             "--truth",
@@ -642,11 +645,15 @@ fn links_devices_and_pipes_are_never_replaced() {
     let summary = std::fs::read_to_string(out.join("summary.json")).unwrap();
     let link = dir.path().join("link");
     std::os::unix::fs::symlink(&out, &link).unwrap();
-    let refused = run_sample(&link, &["--overwrite"]);
-    let message = stderr(&refused);
-    assert_eq!(refused.status.code(), Some(2), "{message}");
-    assert!(message.contains("is a symbolic link to"), "{message}");
-    assert!(message.contains(path_str(&out)), "{message}");
+    // Named as it is, and with a trailing '/' (which looks the link up through it).
+    let with_slash = format!("{}/", path_str(&link));
+    for named in [path_str(&link), with_slash.as_str()] {
+        let refused = run_sample(Path::new(named), &["--overwrite"]);
+        let message = stderr(&refused);
+        assert_eq!(refused.status.code(), Some(2), "{message}");
+        assert!(message.contains("is a symbolic link to"), "{message}");
+        assert!(message.contains(path_str(&out)), "{message}");
+    }
     assert!(std::fs::symlink_metadata(&link).unwrap().is_symlink());
     assert_eq!(
         std::fs::read_to_string(out.join("summary.json")).unwrap(),
@@ -730,5 +737,21 @@ fn a_copy_writes_neither_over_a_file_nor_into_what_it_reads() {
     let message = stderr(&refused);
     assert_eq!(refused.status.code(), Some(2), "{message}");
     assert!(message.contains("would write into --data's"), "{message}");
+    // The same destination as a `file:` URL, a COPY under EXPLAIN ANALYZE (which runs it), and
+    // an INSERT INTO a table over the committed folder.
+    let groups_dir = path_str(&out.join("groups")).to_string();
+    for sql in [
+        format!("COPY (SELECT * FROM groups) TO 'file:{groups_dir}/extra.parquet'"),
+        format!("EXPLAIN ANALYZE COPY (SELECT * FROM groups) TO '{groups_dir}/extra.parquet'"),
+        format!(
+            "CREATE EXTERNAL TABLE copied STORED AS PARQUET LOCATION '{groups_dir}/'; \
+             INSERT INTO copied SELECT * FROM groups"
+        ),
+    ] {
+        let refused = neardup(&["query", "--overwrite", "--data", path_str(&out), &sql]);
+        let message = stderr(&refused);
+        assert_eq!(refused.status.code(), Some(2), "{sql}: {message}");
+        assert!(message.contains("would write into --data's"), "{message}");
+    }
     assert_eq!(groups(), before);
 }
