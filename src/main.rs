@@ -5,7 +5,15 @@ use neardup::cli::{Cli, execute};
 
 fn main() -> ExitCode {
     // A panic is a bug: say so plainly instead of printing Rust's message, and exit non-zero.
+    // A panic that a caught section turns into an error (a reader's on a damaged file) is
+    // reported as that error instead.
     std::panic::set_hook(Box::new(|info| {
+        if neardup::engine::caught_panics::panics_are_caught() {
+            if let Some(place) = info.location() {
+                neardup::engine::caught_panics::record_place(place.to_string());
+            }
+            return;
+        }
         let payload = info.payload();
         let message = payload
             .downcast_ref::<&str>()

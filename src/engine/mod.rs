@@ -2,6 +2,7 @@
 //! the runner of the SQL files in `sql/`, and outputs that appear whole or not at all.
 
 pub mod ballista;
+pub mod caught_panics;
 pub mod client_pool;
 pub mod cluster_access;
 pub mod commit;

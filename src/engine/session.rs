@@ -172,8 +172,12 @@ pub async fn find_unreadable_file(
             }
             Ok::<(), datafusion::error::DataFusionError>(())
         };
-        if let Err(e) = read.await {
-            return Some((file.clone(), e.to_string()));
+        match super::caught_panics::catch_async(read).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Some((file.clone(), e.to_string())),
+            Err(stopped) => {
+                return Some((file.clone(), super::caught_panics::damaged_file(&stopped)));
+            }
         }
     }
     None

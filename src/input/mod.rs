@@ -5,6 +5,7 @@
 //! formats (Parquet, JSON Lines, CSV) are `format`'s.
 
 mod bad_line;
+mod footer;
 pub mod format;
 pub mod remote;
 
@@ -675,6 +676,12 @@ pub async fn inspect(found: Vec<(Place, FileFormat)>) -> Result<Corpus> {
     for (file, format) in files.iter().zip(&formats) {
         let (file_schema, file_rows, file_row_groups) = match (file, format.format) {
             (Place::Local(path), Format::Parquet) => read_schema(path)?,
+            (Place::Remote(url), Format::Parquet) => {
+                // Before DataFusion reads the footer, which a damaged one may stop.
+                footer::check_remote(&crate::storage::Remote::open(url)?).await?;
+                let (schema, rows) = read_schema_of(&ctx, file, *format).await?;
+                (schema, rows, 1)
+            }
             _ => {
                 let (schema, rows) = read_schema_of(&ctx, file, *format).await?;
                 (schema, rows, 1)
@@ -958,12 +965,23 @@ fn read_schema(file: &Path) -> Result<(SchemaRef, u64, u64)> {
             file.display()
         )));
     }
-    let builder = ParquetRecordBatchReaderBuilder::try_new(handle).map_err(|e| {
+    let unreadable = |why: String| {
         Error::Input(format!(
-            "{} is not a readable Parquet file: {e}",
+            "{} is not a readable Parquet file: {why}",
             file.display()
         ))
-    })?;
+    };
+    let builder =
+        crate::engine::caught_panics::catch(|| ParquetRecordBatchReaderBuilder::try_new(handle))
+            .map_err(|stopped| {
+                unreadable(format!(
+                    "its footer is damaged: the reader stopped on it ({stopped})"
+                ))
+            })?
+            .map_err(|e| unreadable(e.to_string()))?;
+    if let Some(why) = footer::misplaced_chunk(builder.metadata(), size) {
+        return Err(unreadable(why));
+    }
     let rows = builder.metadata().file_metadata().num_rows().max(0) as u64;
     let row_groups = builder.metadata().num_row_groups() as u64;
     Ok((builder.schema().clone(), rows, row_groups))

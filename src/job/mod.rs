@@ -36,13 +36,14 @@ use datafusion::prelude::SessionContext;
 
 pub use config::{IndexOptions, JobConfig, JobRequest, Source};
 
+use crate::engine::caught_panics;
 use crate::engine::commit::Staging;
 use crate::engine::on_demand::OnDemand;
 use crate::engine::row_slices::CutEveryScan;
 use crate::engine::session::{ONE_TABLE_BYTES, job_session, joins_probe_one_table};
 use crate::engine::sql::{Bindings, first_value, query_stage, run_stage, run_stage_with};
 use crate::engine::stages;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::index::IndexMeta;
 use crate::index::batch::IndexedBatch;
 use crate::input::{self, Corpus};
@@ -134,15 +135,20 @@ pub async fn run(config: &JobConfig) -> Result<Summary> {
         if let Some(batch) = &batch {
             params.index = Some(batch.prepare(&ctx, &id_type, config.width).await?);
         }
-        let plan =
-            match run_stages(&ctx, config, &corpus, batch.as_ref(), &params, &mut clock).await {
-                Ok(plan) => plan,
-                Err(e) => {
-                    let batch = batch.as_ref();
-                    let console = &config.console;
-                    return Err(source::name_corrupt_input(&ctx, e, &corpus, batch, console).await);
-                }
-            };
+        // A reader that stops (panics) on a damaged input file, in any stage, is reported as
+        // that file's error below.
+        let stages = run_stages(&ctx, config, &corpus, batch.as_ref(), &params, &mut clock);
+        let ran = caught_panics::catch_async(stages)
+            .await
+            .unwrap_or_else(|stopped| Err(Error::Internal(format!("a stage panicked: {stopped}"))));
+        let plan = match ran {
+            Ok(plan) => plan,
+            Err(e) => {
+                let batch = batch.as_ref();
+                let console = &config.console;
+                return Err(source::name_corrupt_input(&ctx, e, &corpus, batch, console).await);
+            }
+        };
         let counts = counts::count(&ctx, &params).await?;
         Ok((plan, counts))
     };

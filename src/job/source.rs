@@ -443,8 +443,15 @@ async fn find_unreadable_input(ctx: &SessionContext, corpus: &Corpus) -> Option<
             }
             Ok::<(), datafusion::error::DataFusionError>(())
         };
-        if let Err(e) = read.await {
-            return Some((location, e.to_string()));
+        match crate::engine::caught_panics::catch_async(read).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Some((location, e.to_string())),
+            Err(stopped) => {
+                return Some((
+                    location,
+                    crate::engine::caught_panics::damaged_file(&stopped),
+                ));
+            }
         }
     }
     None
@@ -462,15 +469,28 @@ pub async fn name_corrupt_input(
 ) -> Error {
     // On a cluster the failure is as likely the cluster's, and reading every file again there
     // would stream the corpus through this process: report the error as it came.
-    if !matches!(error, Error::Query { .. }) || console.cluster.is_some() {
+    // A reader that stops on a damaged page panics inside DataFusion's task, which comes back
+    // as an internal error.
+    let reading_failed = match &error {
+        Error::Query { .. } => true,
+        Error::Internal(message) => message.contains("panicked"),
+        _ => false,
+    };
+    if !reading_failed || console.cluster.is_some() {
         return error;
     }
     if let Some((file, message)) = find_unreadable_input(ctx, corpus).await {
         return Error::Input(format!("{file} cannot be read: {message}"));
     }
-    match batch {
+    let error = match batch {
         Some(batch) => batch.index.name_unreadable_file(ctx).await.unwrap_or(error),
         None => error,
+    };
+    match (error, crate::engine::caught_panics::last_place()) {
+        (Error::Internal(message), Some(place)) if message.contains("panicked") => {
+            Error::Internal(format!("{message} (at {place})"))
+        }
+        (error, _) => error,
     }
 }
 

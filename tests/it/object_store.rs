@@ -462,6 +462,27 @@ fn store_errors_name_the_url_and_write_nothing() {
         1,
         "line 2 is not UTF-8, at byte offset 42 of the file",
     );
+    // A Parquet object whose footer places a column outside it: its footer is read through
+    // the store and checked, as a local file's is, before any reader stops on it.
+    let damaged = crate::robustness::with_footer(dir.path(), "damaged.parquet", |m| {
+        crate::robustness::change_column(m, 0, |c| {
+            c.set_dictionary_page_offset(None)
+                .set_data_page_offset(-201)
+        })
+    });
+    server.put(
+        "lake",
+        "damaged/in.parquet",
+        &std::fs::read(damaged).unwrap(),
+    );
+    fails(
+        "s3://lake/damaged/in.parquet",
+        &[],
+        &[],
+        1,
+        "s3://lake/damaged/in.parquet is not a readable Parquet file: its footer places column \
+         'id' of row group 0 at offset -201",
+    );
 }
 
 #[test]

@@ -8,6 +8,11 @@ use std::process::{Command, Stdio};
 
 use datafusion::arrow::array::AsArray;
 use datafusion::arrow::datatypes::Int64Type;
+use datafusion::parquet::arrow::parquet_to_arrow_schema;
+use datafusion::parquet::file::metadata::{
+    ColumnChunkMetaDataBuilder, FileMetaData, ParquetMetaData, ParquetMetaDataReader,
+    ParquetMetaDataWriter,
+};
 
 use crate::common::{
     Tmpfs, failing_sample_run, fixture, make_parquet, neardup, neardup_ok, path_str, query, stderr,
@@ -728,4 +733,148 @@ fn a_run_of_a_file_named_without_its_format_opens_as_it_was_read() {
         message.contains("line 51 is not one JSON object: EOF while parsing a string"),
         "{message}"
     );
+}
+
+/// The sample with its footer written again after `damage` changed the metadata, its pages as
+/// they were: the footer's numbers then disagree with the bytes, as after damage on a disk.
+pub(crate) fn with_footer(
+    dir: &Path,
+    name: &str,
+    damage: impl FnOnce(ParquetMetaData) -> ParquetMetaData,
+) -> PathBuf {
+    let bytes = std::fs::read(fixture("sample.parquet")).unwrap();
+    let metadata = ParquetMetaDataReader::new()
+        .parse_and_finish(&bytes::Bytes::from(bytes.clone()))
+        .unwrap();
+    let footer_length = u32::from_le_bytes(bytes[bytes.len() - 8..][..4].try_into().unwrap());
+    let pages_end = bytes.len() - 8 - footer_length as usize;
+    let mut damaged = bytes[..pages_end].to_vec();
+    ParquetMetaDataWriter::new(&mut damaged, &damage(metadata))
+        .finish()
+        .unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, damaged).unwrap();
+    path
+}
+
+/// The metadata with the first row group's column `column` changed by `change`.
+pub(crate) fn change_column(
+    metadata: ParquetMetaData,
+    column: usize,
+    change: impl FnOnce(ColumnChunkMetaDataBuilder) -> ColumnChunkMetaDataBuilder,
+) -> ParquetMetaData {
+    let mut builder = metadata.into_builder();
+    let mut row_groups = builder.take_row_groups();
+    let first = row_groups.remove(0);
+    let mut columns = first.columns().to_vec();
+    columns[column] = change(columns[column].clone().into_builder())
+        .build()
+        .unwrap();
+    let first = first
+        .into_builder()
+        .set_column_metadata(columns)
+        .build()
+        .unwrap();
+    row_groups.insert(0, first);
+    builder.set_row_groups(row_groups).build()
+}
+
+/// The key-value metadata's `ARROW:schema` (the Arrow writer's copy of the column types) with
+/// the first one-character change that stops the Arrow reader, found by trying each in turn.
+fn with_damaged_arrow_schema(metadata: ParquetMetaData) -> ParquetMetaData {
+    let file = metadata.file_metadata();
+    let pairs = file.key_value_metadata().unwrap().clone();
+    let at = pairs.iter().position(|p| p.key == "ARROW:schema").unwrap();
+    let schema = pairs[at].value.clone().unwrap().into_bytes();
+    let stops = |value: Vec<u8>| {
+        let mut damaged = pairs.clone();
+        damaged[at].value = Some(String::from_utf8(value).unwrap());
+        let read = std::panic::catch_unwind(|| {
+            parquet_to_arrow_schema(file.schema_descr(), Some(&damaged))
+        });
+        read.is_err().then_some(damaged)
+    };
+    let alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let damaged = (0..schema.len())
+        .flat_map(|i| alphabet.iter().map(move |c| (i, *c)))
+        .find_map(|(i, c)| {
+            let mut value = schema.clone();
+            value[i] = c;
+            stops(value)
+        })
+        .expect("some one-character change to the Arrow schema stops its reader");
+    let file = FileMetaData::new(
+        file.version(),
+        file.num_rows(),
+        file.created_by().map(str::to_string),
+        Some(damaged),
+        file.schema_descr_ptr(),
+        file.column_orders().cloned(),
+    );
+    ParquetMetaData::new(file, metadata.row_groups().to_vec())
+}
+
+#[test]
+fn a_damaged_footer_is_named_not_a_panic() {
+    // ROBUSTNESS.md: "A damaged Parquet footer". Each damage below made the Parquet or Arrow
+    // reader panic, reported as a bug in neardup that named no file.
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            with_footer(dir.path(), "negative.parquet", |m| {
+                change_column(m, 0, |c| {
+                    c.set_dictionary_page_offset(None)
+                        .set_data_page_offset(-201)
+                })
+            }),
+            "its footer places column 'id' of row group 0 at offset -201",
+        ),
+        (
+            with_footer(dir.path(), "past_the_end.parquet", |m| {
+                change_column(m, 3, |c| c.set_total_compressed_size(1 << 40))
+            }),
+            "past the file's end",
+        ),
+        (
+            // Pages longer than the chunk the footer gives them: the reader stops in a stage.
+            with_footer(dir.path(), "short_chunk.parquet", |m| {
+                let size = m.row_group(0).column(0).compressed_size();
+                change_column(m, 0, |c| c.set_total_compressed_size(size - 33))
+            }),
+            "the reader stopped on it (range end out of bounds",
+        ),
+        (
+            with_footer(
+                dir.path(),
+                "arrow_schema.parquet",
+                with_damaged_arrow_schema,
+            ),
+            "its footer is damaged: the reader stopped on it",
+        ),
+    ];
+    for (bad, words) in &cases {
+        let output = dir.path().join("out");
+        let result = neardup(&[
+            "run",
+            "--input",
+            path_str(bad),
+            "--output",
+            path_str(&output),
+        ]);
+        let message = stderr(&result);
+        assert_eq!(
+            result.status.code(),
+            Some(1),
+            "{}: {message}",
+            bad.display()
+        );
+        assert!(
+            message.contains(path_str(bad)) && message.contains(words),
+            "{}: {message}",
+            bad.display()
+        );
+        assert!(!message.contains("internal error"), "{message}");
+        assert!(!output.exists());
+        assert!(leftovers(dir.path()).is_empty());
+    }
 }
