@@ -40,6 +40,25 @@ pub async fn first_line_not_json(
     first_found::<JsonLines>(ctx, location, compression).await
 }
 
+/// The first line of the file at `location` whose field has a value of another kind than its
+/// column, for the JSON reader's `message` about it (`whilst decoding field 'text': expected
+/// string got 7`), numbered from 1, with what the field holds there; `None` when the message is
+/// not about a top-level field's kind, no line has such a value, or the file cannot be read
+/// again.
+pub async fn first_line_of_wrong_kind(
+    ctx: &SessionContext,
+    location: &str,
+    compression: Compression,
+    message: &str,
+) -> Option<(u64, String)> {
+    let field = FieldKind::from_message(message)?;
+    let check = JsonLines {
+        field: Some(field),
+        ..JsonLines::default()
+    };
+    found_by(check, ctx, location, compression).await
+}
+
 /// A check of a text read chunk by chunk, for the first place something is wrong.
 trait LineCheck: Default {
     type Found;
@@ -55,8 +74,17 @@ async fn first_found<C: LineCheck>(
     location: &str,
     compression: Compression,
 ) -> Option<C::Found> {
+    found_by(C::default(), ctx, location, compression).await
+}
+
+/// What `check` finds in the file, read again.
+async fn found_by<C: LineCheck>(
+    mut check: C,
+    ctx: &SessionContext,
+    location: &str,
+    compression: Compression,
+) -> Option<C::Found> {
     let mut text = read_again(ctx, location, compression).await?;
-    let mut check = C::default();
     while let Some(chunk) = text.next().await {
         if let Some(found) = check.read(&chunk.ok()?) {
             return Some(found);
@@ -108,6 +136,8 @@ struct JsonLines {
     number: u64,
     /// A line was longer than `LONGEST_LINE`.
     gave_up: bool,
+    /// A field whose value must also be of a kind, in a line that is one JSON object.
+    field: Option<FieldKind>,
 }
 
 impl Default for JsonLines {
@@ -116,7 +146,104 @@ impl Default for JsonLines {
             line: Vec::new(),
             number: 1,
             gave_up: false,
+            field: None,
         }
+    }
+}
+
+/// A top-level field and the kind of JSON value its column takes (or null), as the JSON
+/// reader's error for a value of another kind states them.
+#[derive(Debug, PartialEq)]
+struct FieldKind {
+    name: String,
+    kind: JsonKind,
+}
+
+#[derive(Debug, PartialEq)]
+enum JsonKind {
+    String,
+    Boolean,
+    /// A string, number or boolean (a number column, which also parses strings).
+    Primitive,
+    Object,
+    Array,
+    /// A number column's value that does not parse, as the reader shows it (`"abc"`), with the
+    /// column's type (`Int64`).
+    Unparsed {
+        value: serde_json::Value,
+        column: String,
+    },
+}
+
+impl FieldKind {
+    /// From `... whilst decoding field 'text': expected string got 7` or `... field 'id':
+    /// failed to parse "abc" as Int64`; `None` for a message of another form, or about a field
+    /// inside another (whose line is not searched).
+    fn from_message(message: &str) -> Option<FieldKind> {
+        const FIELD: &str = "whilst decoding field '";
+        let (_, rest) = message.split_once(FIELD)?;
+        let (name, rest) = rest.split_once("': ")?;
+        if rest.contains(FIELD) {
+            return None;
+        }
+        let name = name.to_string();
+        if let Some(unparsed) = rest.strip_prefix("failed to parse ") {
+            let (shown, column) = unparsed.rsplit_once(" as ")?;
+            let column = column.split_whitespace().next()?.to_string();
+            let value = serde_json::from_str(shown).ok()?;
+            let kind = JsonKind::Unparsed { value, column };
+            return Some(FieldKind { name, kind });
+        }
+        let rest = rest.strip_prefix("expected ")?;
+        let kind = match rest.split_once(" got")?.0 {
+            "string" => JsonKind::String,
+            "boolean" => JsonKind::Boolean,
+            "primitive" => JsonKind::Primitive,
+            "{" => JsonKind::Object,
+            "[" => JsonKind::Array,
+            _ => return None,
+        };
+        Some(FieldKind { name, kind })
+    }
+
+    /// What is wrong with this field in `object`, if anything.
+    fn check(&self, object: &serde_json::Map<String, serde_json::Value>) -> Option<String> {
+        use serde_json::Value;
+        let value = object.get(&self.name)?;
+        let fits = match (&self.kind, value) {
+            (_, Value::Null) => true,
+            (JsonKind::String, Value::String(_)) => true,
+            (JsonKind::Boolean, Value::Bool(_)) => true,
+            (JsonKind::Primitive, v) => !v.is_array() && !v.is_object(),
+            (JsonKind::Object, Value::Object(_)) => true,
+            (JsonKind::Array, Value::Array(_)) => true,
+            (JsonKind::Unparsed { value, .. }, v) => v != value,
+            _ => false,
+        };
+        if fits {
+            return None;
+        }
+        let column = match &self.kind {
+            JsonKind::String => "strings",
+            JsonKind::Boolean => "booleans",
+            JsonKind::Primitive => "numbers",
+            JsonKind::Object => "objects",
+            JsonKind::Array => "lists",
+            JsonKind::Unparsed { column, .. } => column,
+        };
+        let mut shown = value.to_string();
+        if shown.len() > 40 {
+            let cut = (0..=40)
+                .rev()
+                .find(|&i| shown.is_char_boundary(i))
+                .unwrap_or(0);
+            shown.truncate(cut);
+            shown.push_str("...");
+        }
+        Some(format!(
+            "its \"{}\" is {shown}, where the column (inferred from the first lines) holds {column}",
+            self.name
+        ))
     }
 }
 
@@ -170,7 +297,13 @@ impl JsonLines {
             return None;
         }
         type Object = serde_json::Map<String, serde_json::Value>;
-        let error = serde_json::from_slice::<Object>(line).err()?;
+        let error = match serde_json::from_slice::<Object>(line) {
+            Ok(object) => {
+                let wrong = self.field.as_ref()?.check(&object)?;
+                return Some((self.number, wrong));
+            }
+            Err(error) => error,
+        };
         let full = error.to_string();
         let place = format!(" at line {} column {}", error.line(), error.column());
         let what = full.strip_suffix(&place).unwrap_or(&full);
@@ -341,6 +474,60 @@ mod tests {
         let missing = dir.path().join("missing.jsonl").display().to_string();
         assert_eq!(
             first_line_not_utf8(&ctx, &missing, Compression::None).await,
+            None
+        );
+    }
+
+    /// The line `message`'s field has a value of the wrong kind in, cut into chunks of `size`.
+    fn wrong_kind(text: &[u8], message: &str, size: usize) -> Option<(u64, String)> {
+        let mut lines = JsonLines {
+            field: Some(FieldKind::from_message(message)?),
+            ..JsonLines::default()
+        };
+        for chunk in text.chunks(size) {
+            if let Some(found) = lines.read(chunk) {
+                return Some(found);
+            }
+        }
+        lines.end()
+    }
+
+    #[test]
+    fn the_line_of_a_value_of_another_kind_is_found_from_the_readers_message() {
+        let text =
+            b"{\"id\":1,\"text\":\"a\"}\n\n{\"id\":2,\"text\":null}\n{\"id\":\"x3\",\"text\":7}\n";
+        let message =
+            "Arrow error: Json error: whilst decoding field 'text': expected string got 7";
+        for size in 1..=text.len() {
+            let (line, why) = wrong_kind(text, message, size).unwrap();
+            assert_eq!(line, 4, "{size}");
+            assert!(
+                why.contains("\"text\" is 7") && why.contains("holds strings"),
+                "{why}"
+            );
+        }
+        // A number column's value that does not parse: the line whose value the reader shows.
+        let message = "Json error: whilst decoding field 'id': failed to parse \"x3\" as Int64";
+        let (line, why) = wrong_kind(text, message, 5).unwrap();
+        assert_eq!(line, 4);
+        assert!(
+            why.contains("\"id\" is \"x3\"") && why.contains("holds Int64"),
+            "{why}"
+        );
+        // Null fits any column; a field inside another, or another message, is not searched.
+        assert_eq!(
+            wrong_kind(
+                b"{\"text\":null}\n",
+                "whilst decoding field 'text': expected string got 7",
+                3
+            ),
+            None
+        );
+        let nested =
+            "whilst decoding field 'a': whilst decoding field 'b': expected primitive got []";
+        assert_eq!(FieldKind::from_message(nested), None);
+        assert_eq!(
+            FieldKind::from_message("Json error: Encountered unexpected 'x'"),
             None
         );
     }

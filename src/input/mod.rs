@@ -1016,8 +1016,7 @@ const JSON_SYNTAX_ERRORS: [&str; 3] = [
     "Truncated record",
 ];
 
-/// The error for a file DataFusion could not read. Where the JSON reader says only that the
-/// stream is not UTF-8, the file is read again to name the line.
+/// The error for a file DataFusion could not read.
 async fn unreadable(
     ctx: &SessionContext,
     location: &str,
@@ -1025,9 +1024,29 @@ async fn unreadable(
     e: datafusion::error::DataFusionError,
 ) -> Error {
     let message = e.strip_backtrace();
+    let at = place_in_file(ctx, location, format, &message).await;
+    Error::Input(format!(
+        "{location} is not a readable {} file{at}: {message}",
+        format.format,
+    ))
+}
+
+/// Where in the file the reader's error `message` is, as " (line 51 is ...)", or empty. The
+/// JSON reader says only that the stream is not UTF-8, or counts lines within its own chunks,
+/// or names the field but not the line: the file is read again to name the line.
+pub async fn place_in_file(
+    ctx: &SessionContext,
+    location: &str,
+    format: FileFormat,
+    message: &str,
+) -> String {
     let of = match format.compression {
         format::Compression::None => "the file",
         _ => "the uncompressed text",
+    };
+    let in_text = match format.compression {
+        format::Compression::None => "",
+        _ => " of the uncompressed text",
     };
     let at = if format.format != Format::JsonLines {
         None
@@ -1039,21 +1058,15 @@ async fn unreadable(
             })
     } else if JSON_SYNTAX_ERRORS.iter().any(|e| message.contains(e)) {
         // The reader counts lines within its own chunks of the file: its "line 1" may be any.
-        let in_text = match format.compression {
-            format::Compression::None => "",
-            _ => " of the uncompressed text",
-        };
         bad_line::first_line_not_json(ctx, location, format.compression)
             .await
             .map(|(line, why)| format!(" (line {line}{in_text} is not one JSON object: {why})"))
     } else {
-        None
+        bad_line::first_line_of_wrong_kind(ctx, location, format.compression, message)
+            .await
+            .map(|(line, why)| format!(" (line {line}{in_text}: {why})"))
     };
-    let at = at.unwrap_or_default();
-    Error::Input(format!(
-        "{location} is not a readable {} file{at}: {message}",
-        format.format,
-    ))
+    at.unwrap_or_default()
 }
 
 /// Describes the first difference in column names or types, ignoring metadata.

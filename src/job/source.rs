@@ -17,7 +17,7 @@ use crate::engine::stages;
 use crate::engine::staging::{OUTPUT_TABLES, refuse_overlap};
 use crate::error::{Error, QueryContext, Result};
 use crate::index::batch::IndexedBatch;
-use crate::input::Corpus;
+use crate::input::{self, Corpus};
 use crate::job::config::{JobConfig, Source};
 use crate::job::ids;
 use crate::job::params::SourceParams;
@@ -445,7 +445,11 @@ async fn find_unreadable_input(ctx: &SessionContext, corpus: &Corpus) -> Option<
         };
         match crate::engine::caught_panics::catch_async(read).await {
             Ok(Ok(())) => {}
-            Ok(Err(e)) => return Some((location, e.to_string())),
+            Ok(Err(e)) => {
+                let message = e.to_string();
+                let at = input::place_in_file(ctx, &location, *format, &message).await;
+                return Some((location, format!("{message}{at}")));
+            }
             Err(stopped) => {
                 return Some((
                     location,

@@ -733,6 +733,26 @@ fn a_run_of_a_file_named_without_its_format_opens_as_it_was_read() {
         message.contains("line 51 is not one JSON object: EOF while parsing a string"),
         "{message}"
     );
+
+    // Line 41's text a number where the others are strings: the reader names the field only.
+    let mut typed: Vec<&str> = lines.lines().collect();
+    typed[40] = "{\"id\":\"d40\",\"text\":7}";
+    std::fs::write(&input, typed.join("\n")).unwrap();
+    let failed = neardup(&[
+        "run",
+        "--input",
+        path_str(&input),
+        "--input-format",
+        "jsonl",
+        "--output",
+        path_str(&dir.path().join("typed")),
+    ]);
+    let message = stderr(&failed);
+    assert_eq!(failed.status.code(), Some(1), "{message}");
+    assert!(
+        message.contains(path_str(&input)) && message.contains("(line 41: its \"text\" is 7"),
+        "{message}"
+    );
 }
 
 /// The sample with its footer written again after `damage` changed the metadata, its pages as
