@@ -5,13 +5,13 @@ use neardup::cli::{Cli, execute};
 
 fn main() -> ExitCode {
     // A panic is a bug: say so plainly instead of printing Rust's message, and exit non-zero.
-    // A panic that a caught section turns into an error (a reader's on a damaged file) is
-    // reported as that error instead.
+    // A reader's panic on a damaged file, which a caught section turns into an error naming
+    // the file, is reported as that error instead.
     std::panic::set_hook(Box::new(|info| {
-        if neardup::engine::caught_panics::panics_are_caught() {
-            if let Some(place) = info.location() {
-                neardup::engine::caught_panics::record_place(place.to_string());
-            }
+        if let Some(place) = info.location()
+            && neardup::engine::caught_panics::reported_as_error(place.file())
+        {
+            neardup::engine::caught_panics::record_place(place.to_string());
             return;
         }
         let payload = info.payload();

@@ -157,13 +157,16 @@ impl Default for JsonLines {
 struct FieldKind {
     name: String,
     kind: JsonKind,
+    /// The value the reader stopped on is not a list, so where the field holds a list (a list
+    /// column, whose reader names no element) the wrong value is one of its elements.
+    in_list: bool,
 }
 
 #[derive(Debug, PartialEq)]
 enum JsonKind {
     String,
     Boolean,
-    /// A string, number or boolean (a number column, which also parses strings).
+    /// A number or a string (a number column, which also parses strings).
     Primitive,
     Object,
     Array,
@@ -173,6 +176,33 @@ enum JsonKind {
         value: serde_json::Value,
         column: String,
     },
+}
+
+impl JsonKind {
+    fn fits(&self, value: &serde_json::Value) -> bool {
+        use serde_json::Value;
+        match (self, value) {
+            (_, Value::Null) => true,
+            (JsonKind::String, v) => v.is_string(),
+            (JsonKind::Boolean, v) => v.is_boolean(),
+            (JsonKind::Primitive, v) => v.is_number() || v.is_string(),
+            (JsonKind::Object, v) => v.is_object(),
+            (JsonKind::Array, v) => v.is_array(),
+            (JsonKind::Unparsed { value, .. }, v) => v != value,
+        }
+    }
+
+    /// What the column holds, for the message.
+    fn column(&self) -> String {
+        match self {
+            JsonKind::String => "strings".into(),
+            JsonKind::Boolean => "booleans".into(),
+            JsonKind::Primitive => "numbers".into(),
+            JsonKind::Object => "objects".into(),
+            JsonKind::Array => "lists".into(),
+            JsonKind::Unparsed { column, .. } => format!("{column} values"),
+        }
+    }
 }
 
 impl FieldKind {
@@ -190,12 +220,17 @@ impl FieldKind {
         if let Some(unparsed) = rest.strip_prefix("failed to parse ") {
             let (shown, column) = unparsed.rsplit_once(" as ")?;
             let column = column.split_whitespace().next()?.to_string();
-            let value = serde_json::from_str(shown).ok()?;
+            let value: serde_json::Value = serde_json::from_str(shown).ok()?;
+            let in_list = !value.is_array();
             let kind = JsonKind::Unparsed { value, column };
-            return Some(FieldKind { name, kind });
+            return Some(FieldKind {
+                name,
+                kind,
+                in_list,
+            });
         }
-        let rest = rest.strip_prefix("expected ")?;
-        let kind = match rest.split_once(" got")?.0 {
+        let (expected, got) = rest.strip_prefix("expected ")?.split_once(" got ")?;
+        let kind = match expected {
             "string" => JsonKind::String,
             "boolean" => JsonKind::Boolean,
             "primitive" => JsonKind::Primitive,
@@ -203,48 +238,62 @@ impl FieldKind {
             "[" => JsonKind::Array,
             _ => return None,
         };
-        Some(FieldKind { name, kind })
+        let got = serde_json::from_str::<serde_json::Value>(got.trim()).ok();
+        let in_list = got.is_some_and(|got| !got.is_array());
+        Some(FieldKind {
+            name,
+            kind,
+            in_list,
+        })
     }
 
     /// What is wrong with this field in `object`, if anything.
     fn check(&self, object: &serde_json::Map<String, serde_json::Value>) -> Option<String> {
-        use serde_json::Value;
         let value = object.get(&self.name)?;
-        let fits = match (&self.kind, value) {
-            (_, Value::Null) => true,
-            (JsonKind::String, Value::String(_)) => true,
-            (JsonKind::Boolean, Value::Bool(_)) => true,
-            (JsonKind::Primitive, v) => !v.is_array() && !v.is_object(),
-            (JsonKind::Object, Value::Object(_)) => true,
-            (JsonKind::Array, Value::Array(_)) => true,
-            (JsonKind::Unparsed { value, .. }, v) => v != value,
-            _ => false,
-        };
-        if fits {
+        let column = self.kind.column();
+        let name = &self.name;
+        if self.in_list && value.is_array() {
+            let wrong = first_element_not(value, &self.kind)?;
+            let wrong = shown(wrong);
+            return Some(format!(
+                "its \"{name}\" holds {wrong} in a list, where the column (inferred from the first \
+                 lines) holds lists of {column}"
+            ));
+        }
+        if self.kind.fits(value) {
             return None;
         }
-        let column = match &self.kind {
-            JsonKind::String => "strings",
-            JsonKind::Boolean => "booleans",
-            JsonKind::Primitive => "numbers",
-            JsonKind::Object => "objects",
-            JsonKind::Array => "lists",
-            JsonKind::Unparsed { column, .. } => column,
-        };
-        let mut shown = value.to_string();
-        if shown.len() > 40 {
-            let cut = (0..=40)
-                .rev()
-                .find(|&i| shown.is_char_boundary(i))
-                .unwrap_or(0);
-            shown.truncate(cut);
-            shown.push_str("...");
-        }
+        let value = shown(value);
         Some(format!(
-            "its \"{}\" is {shown}, where the column (inferred from the first lines) holds {column}",
-            self.name
+            "its \"{name}\" is {value}, where the column (inferred from the first lines) holds \
+             {column}"
         ))
     }
+}
+
+/// The first value inside the list `value` (in lists of lists too) that is not of `kind`.
+fn first_element_not<'a>(
+    value: &'a serde_json::Value,
+    kind: &JsonKind,
+) -> Option<&'a serde_json::Value> {
+    match value {
+        serde_json::Value::Array(items) => items.iter().find_map(|v| first_element_not(v, kind)),
+        v => (!kind.fits(v)).then_some(v),
+    }
+}
+
+/// A value as JSON, cut to about 40 bytes.
+fn shown(value: &serde_json::Value) -> String {
+    let mut shown = value.to_string();
+    if shown.len() > 40 {
+        let cut = (0..=40)
+            .rev()
+            .find(|&i| shown.is_char_boundary(i))
+            .unwrap_or(0);
+        shown.truncate(cut);
+        shown.push_str("...");
+    }
+    shown
 }
 
 impl LineCheck for JsonLines {
@@ -297,12 +346,13 @@ impl JsonLines {
             return None;
         }
         type Object = serde_json::Map<String, serde_json::Value>;
-        let error = match serde_json::from_slice::<Object>(line) {
-            Ok(object) => {
-                let wrong = self.field.as_ref()?.check(&object)?;
-                return Some((self.number, wrong));
-            }
-            Err(error) => error,
+        let error = match (serde_json::from_slice::<Object>(line), &self.field) {
+            (Ok(object), Some(field)) => return Some((self.number, field.check(&object)?)),
+            (Ok(_), None) => return None,
+            // Searching for a value of the wrong kind: a line that serde refuses, the reader
+            // may have taken (`1e400`, two objects on one line).
+            (Err(_), Some(_)) => return None,
+            (Err(error), None) => error,
         };
         let full = error.to_string();
         let place = format!(" at line {} column {}", error.line(), error.column());
@@ -511,7 +561,7 @@ mod tests {
         let (line, why) = wrong_kind(text, message, 5).unwrap();
         assert_eq!(line, 4);
         assert!(
-            why.contains("\"id\" is \"x3\"") && why.contains("holds Int64"),
+            why.contains("\"id\" is \"x3\"") && why.contains("holds Int64 values"),
             "{why}"
         );
         // Null fits any column; a field inside another, or another message, is not searched.
@@ -523,6 +573,28 @@ mod tests {
             ),
             None
         );
+        // A boolean in a number column; a line serde refuses (`1e400`, which the reader
+        // takes) is passed over, not blamed.
+        let numbers = b"{\"n\":1}\n{\"n\":1e400}\n{\"n\":\"2\"}\n{\"n\":true}\n";
+        let message = "whilst decoding field 'n': expected primitive got true";
+        let (line, why) = wrong_kind(numbers, message, 4).unwrap();
+        assert_eq!(line, 4);
+        assert!(
+            why.contains("\"n\" is true") && why.contains("holds numbers"),
+            "{why}"
+        );
+        // A list column's element names no element: the list holding it, not the first list.
+        let lists = b"{\"tags\":[\"a\",\"b\"]}\n{\"tags\":[]}\n{\"tags\":[\"c\",[7]]}\n";
+        let message = "whilst decoding field 'tags': expected string got 7";
+        let (line, why) = wrong_kind(lists, message, 7).unwrap();
+        assert_eq!(line, 3);
+        assert!(
+            why.contains("holds 7 in a list") && why.contains("lists of strings"),
+            "{why}"
+        );
+        // A list where the column holds strings is the wrong value itself.
+        let message = "whilst decoding field 'tags': expected string got [\"a\", \"b\"]";
+        assert_eq!(wrong_kind(lists, message, 7).map(|found| found.0), Some(1));
         let nested =
             "whilst decoding field 'a': whilst decoding field 'b': expected primitive got []";
         assert_eq!(FieldKind::from_message(nested), None);

@@ -41,6 +41,17 @@ impl FromStr for Format {
     }
 }
 
+impl Format {
+    /// The format's name in messages: `Parquet`, `JSON Lines`, `CSV`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Parquet => "Parquet",
+            Format::JsonLines => "JSON Lines",
+            Format::Csv => "CSV",
+        }
+    }
+}
+
 impl fmt::Display for Format {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {

@@ -21,6 +21,7 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use datafusion::prelude::SessionContext;
 
+use crate::engine::caught_panics;
 use crate::engine::sql::{quote_ident, quote_literal};
 use crate::engine::staging::has_glob_characters;
 use crate::error::{Error, Result};
@@ -676,12 +677,6 @@ pub async fn inspect(found: Vec<(Place, FileFormat)>) -> Result<Corpus> {
     for (file, format) in files.iter().zip(&formats) {
         let (file_schema, file_rows, file_row_groups) = match (file, format.format) {
             (Place::Local(path), Format::Parquet) => read_schema(path)?,
-            (Place::Remote(url), Format::Parquet) => {
-                // Before DataFusion reads the footer, which a damaged one may stop.
-                footer::check_remote(&crate::storage::Remote::open(url)?).await?;
-                let (schema, rows) = read_schema_of(&ctx, file, *format).await?;
-                (schema, rows, 1)
-            }
             _ => {
                 let (schema, rows) = read_schema_of(&ctx, file, *format).await?;
                 (schema, rows, 1)
@@ -971,14 +966,9 @@ fn read_schema(file: &Path) -> Result<(SchemaRef, u64, u64)> {
             file.display()
         ))
     };
-    let builder =
-        crate::engine::caught_panics::catch(|| ParquetRecordBatchReaderBuilder::try_new(handle))
-            .map_err(|stopped| {
-                unreadable(format!(
-                    "its footer is damaged: the reader stopped on it ({stopped})"
-                ))
-            })?
-            .map_err(|e| unreadable(e.to_string()))?;
+    let builder = caught_panics::catch(|| ParquetRecordBatchReaderBuilder::try_new(handle))
+        .map_err(|stopped| unreadable(caught_panics::damaged_file(&stopped)))?
+        .map_err(|e| unreadable(e.to_string()))?;
     if let Some(why) = footer::misplaced_chunk(builder.metadata(), size) {
         return Err(unreadable(why));
     }
@@ -1002,9 +992,15 @@ async fn read_schema_of(
         let rows = frame.count().await?;
         Ok::<_, datafusion::error::DataFusionError>((schema, rows as u64))
     };
-    match read.await {
-        Ok(read) => Ok(read),
-        Err(e) => Err(unreadable(ctx, &location, format, e).await),
+    // The Arrow reader may stop (panic) on a damaged footer's Arrow schema.
+    match caught_panics::catch_async(read).await {
+        Ok(Ok(read)) => Ok(read),
+        Ok(Err(e)) => Err(unreadable(ctx, &location, format, e).await),
+        Err(stopped) => Err(Error::Input(format!(
+            "{location} is not a readable {} file: {}",
+            format.format.name(),
+            caught_panics::damaged_file(&stopped)
+        ))),
     }
 }
 
@@ -1027,7 +1023,7 @@ async fn unreadable(
     let at = place_in_file(ctx, location, format, &message).await;
     Error::Input(format!(
         "{location} is not a readable {} file{at}: {message}",
-        format.format,
+        format.format.name(),
     ))
 }
 

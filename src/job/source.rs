@@ -490,7 +490,7 @@ pub async fn name_corrupt_input(
         Some(batch) => batch.index.name_unreadable_file(ctx).await.unwrap_or(error),
         None => error,
     };
-    match (error, crate::engine::caught_panics::last_place()) {
+    match (error, crate::engine::caught_panics::take_last_place()) {
         (Error::Internal(message), Some(place)) if message.contains("panicked") => {
             Error::Internal(format!("{message} (at {place})"))
         }

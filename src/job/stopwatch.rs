@@ -57,16 +57,20 @@ impl Stopwatch {
             }
         }
         self.stages.push(time);
-        pause_for_tests(stage);
+        faults_for_tests(stage);
         Ok(value)
     }
 }
 
-/// Fault injection for the interruption tests: `NEARDUP_PAUSE_AFTER_STAGE=<stage>` holds the
-/// run for a minute after that stage, so a test can kill it at a known point.
-fn pause_for_tests(stage: &str) {
+/// Fault injection for the tests: `NEARDUP_PAUSE_AFTER_STAGE=<stage>` holds the run for a
+/// minute after that stage, so a test can kill it at a known point;
+/// `NEARDUP_PANIC_AFTER_STAGE=<stage>` panics there, as a bug in neardup would.
+fn faults_for_tests(stage: &str) {
     if std::env::var("NEARDUP_PAUSE_AFTER_STAGE").is_ok_and(|s| s == stage) {
         crate::to_stderr!("neardup: pausing after {stage} (NEARDUP_PAUSE_AFTER_STAGE)");
         std::thread::sleep(std::time::Duration::from_secs(60));
+    }
+    if std::env::var("NEARDUP_PANIC_AFTER_STAGE").is_ok_and(|s| s == stage) {
+        panic!("injected by NEARDUP_PANIC_AFTER_STAGE after {stage}");
     }
 }

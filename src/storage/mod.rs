@@ -192,24 +192,6 @@ impl Remote {
         &self.url
     }
 
-    /// The object's size in bytes.
-    pub async fn size(&self) -> Result<u64> {
-        let meta = self
-            .store
-            .head(&self.key)
-            .await
-            .map_err(|e| self.error(e))?;
-        Ok(meta.size)
-    }
-
-    /// Bytes `range` of the object.
-    pub async fn read_range(&self, range: std::ops::Range<u64>) -> Result<bytes::Bytes> {
-        self.store
-            .get_range(&self.key, range)
-            .await
-            .map_err(|e| self.error(e))
-    }
-
     /// The object key (or prefix), decoded as the store lists keys.
     pub fn key(&self) -> &str {
         self.key.as_ref()

@@ -462,8 +462,9 @@ fn store_errors_name_the_url_and_write_nothing() {
         1,
         "line 2 is not UTF-8, at byte offset 42 of the file",
     );
-    // A Parquet object whose footer places a column outside it: its footer is read through
-    // the store and checked, as a local file's is, before any reader stops on it.
+    // A Parquet object whose footer places a column outside it stops the Parquet reader in a
+    // stage, and one whose stored Arrow schema is damaged stops the Arrow reader when the
+    // footer is read: both are named, as a local file is.
     let damaged = crate::robustness::with_footer(dir.path(), "damaged.parquet", |m| {
         crate::robustness::change_column(m, 0, |c| {
             c.set_dictionary_page_offset(None)
@@ -480,8 +481,21 @@ fn store_errors_name_the_url_and_write_nothing() {
         &[],
         &[],
         1,
-        "s3://lake/damaged/in.parquet is not a readable Parquet file: its footer places column \
-         'id' of row group 0 at offset -201",
+        "s3://lake/damaged/in.parquet cannot be read: the reader stopped on it (column start \
+         and length should not be negative)",
+    );
+    let schema = crate::robustness::with_footer(
+        dir.path(),
+        "schema.parquet",
+        crate::robustness::with_damaged_arrow_schema,
+    );
+    server.put("lake", "schema/in.parquet", &std::fs::read(schema).unwrap());
+    fails(
+        "s3://lake/schema/in.parquet",
+        &[],
+        &[],
+        1,
+        "s3://lake/schema/in.parquet is not a readable Parquet file: the reader stopped on it",
     );
 }
 

@@ -557,6 +557,34 @@ fn a_panic_is_reported_as_a_bug_with_exit_code_1() {
 }
 
 #[test]
+fn a_panic_in_a_stage_is_still_reported_as_a_bug() {
+    // The stages run where a reader's panic on a damaged file is caught and reported as that
+    // file's error; a panic of neardup's own is not one, and says so with its place.
+    let dir = tempfile::tempdir().unwrap();
+    let output = dir.path().join("out");
+    let out = Command::new(env!("CARGO_BIN_EXE_neardup"))
+        .args(["run", "-q", "--input"])
+        .arg(fixture("sample.parquet"))
+        .arg("--output")
+        .arg(&output)
+        .env("NEARDUP_PANIC_AFTER_STAGE", "signatures")
+        .output()
+        .unwrap();
+    let message = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{message}");
+    assert!(
+        message.contains(
+            "internal error, a bug in neardup; please report it: injected by \
+             NEARDUP_PANIC_AFTER_STAGE after signatures (src/job/stopwatch.rs:"
+        ),
+        "{message}"
+    );
+    assert!(!message.contains("damaged"), "{message}");
+    assert!(!output.exists());
+    assert!(leftovers(dir.path()).is_empty());
+}
+
+#[test]
 fn usage_errors_exit_with_2() {
     let result = neardup(&["run", "--output", "x"]);
     assert_eq!(result.status.code(), Some(2));
@@ -801,7 +829,7 @@ pub(crate) fn change_column(
 
 /// The key-value metadata's `ARROW:schema` (the Arrow writer's copy of the column types) with
 /// the first one-character change that stops the Arrow reader, found by trying each in turn.
-fn with_damaged_arrow_schema(metadata: ParquetMetaData) -> ParquetMetaData {
+pub(crate) fn with_damaged_arrow_schema(metadata: ParquetMetaData) -> ParquetMetaData {
     let file = metadata.file_metadata();
     let pairs = file.key_value_metadata().unwrap().clone();
     let at = pairs.iter().position(|p| p.key == "ARROW:schema").unwrap();
@@ -869,7 +897,7 @@ fn a_damaged_footer_is_named_not_a_panic() {
                 "arrow_schema.parquet",
                 with_damaged_arrow_schema,
             ),
-            "its footer is damaged: the reader stopped on it",
+            "is not a readable Parquet file: the reader stopped on it",
         ),
     ];
     for (bad, words) in &cases {
