@@ -82,6 +82,8 @@ pub struct DeltaStaging {
     previous_summary: Option<Vec<u8>>,
     /// The index batch, recorded in each commit's `commitInfo`.
     batch: Option<u64>,
+    /// The run made the output's (local) folder, which a failed run removes again.
+    made_output_folder: bool,
 }
 
 /// The Delta tables a run committed, which a failure after them (adding the batch to the
@@ -138,12 +140,14 @@ impl DeltaStaging {
         }
         check_versions(output, &recorded, mode).await?;
         remove_work(output).await;
+        let made_output_folder = matches!(output, Place::Local(path) if !path.exists());
         let staging = Self {
             output: output.clone(),
             run: format!("run-{}", crate::engine::commit::run_id()),
             mode,
             previous_summary,
             batch: None,
+            made_output_folder,
         };
         if let Place::Local(work) = staging.place() {
             std::fs::create_dir_all(&work).map_err(|e| Error::io(&work, e))?;
@@ -308,6 +312,10 @@ impl DeltaStaging {
             crate::engine::staging::forget_live(&work);
         }
         remove_empty_work_folder(&self.output);
+        // A run that failed before its first commit leaves the folder it made empty.
+        if let (true, Place::Local(path)) = (self.made_output_folder, &self.output) {
+            let _ = std::fs::remove_dir(path);
+        }
         Committed {
             output: Some(self.output),
             versions,

@@ -520,6 +520,32 @@ fn delta_tables_on_s3_are_read_by_delta_rs_and_by_the_next_run() {
 }
 
 #[test]
+fn a_failed_delta_run_leaves_no_folder_it_made() {
+    // A run that fails before its first commit (here on a JSON Lines value of the wrong
+    // kind) removes the output folder it made, as a Parquet output's run does.
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.jsonl");
+    std::fs::write(
+        &input,
+        "{\"id\":1,\"text\":\"a page of the manual\"}\n{\"id\":2,\"text\":7}\n",
+    )
+    .unwrap();
+    let output = dir.path().join("out");
+    let out = neardup(&[
+        "run",
+        "--input",
+        path_str(&input),
+        "--output",
+        path_str(&output),
+        "--output-format",
+        "delta",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("line 2"), "{}", stderr(&out));
+    assert!(!output.exists());
+}
+
+#[test]
 fn delta_flags_and_places_that_cannot_work_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let sample = fixture("sample.parquet");
