@@ -742,41 +742,33 @@ fn a_run_of_a_file_named_without_its_format_opens_as_it_was_read() {
     ]);
     assert_eq!(counted, "n\n60\n");
 
+    // The file with line `at` (from 1) replaced by `line`: the run's error, after checking it
+    // failed with exit 1.
+    let failing_with = |at: usize, line: &str, output: &str| {
+        let mut lines: Vec<&str> = lines.lines().collect();
+        lines[at - 1] = line;
+        std::fs::write(&input, lines.join("\n")).unwrap();
+        let failed = neardup(&[
+            "run",
+            "--input",
+            path_str(&input),
+            "--input-format",
+            "jsonl",
+            "--output",
+            path_str(&dir.path().join(output)),
+        ]);
+        let message = stderr(&failed);
+        assert_eq!(failed.status.code(), Some(1), "{message}");
+        message
+    };
     // Line 51 cut short: the reader's own message counts lines within its chunk.
-    let mut cut: Vec<&str> = lines.lines().collect();
-    cut[50] = "{\"id\":\"d50\",\"text\":\"page";
-    std::fs::write(&input, cut.join("\n")).unwrap();
-    let failed = neardup(&[
-        "run",
-        "--input",
-        path_str(&input),
-        "--input-format",
-        "jsonl",
-        "--output",
-        path_str(&dir.path().join("cut")),
-    ]);
-    let message = stderr(&failed);
-    assert_eq!(failed.status.code(), Some(1), "{message}");
+    let message = failing_with(51, "{\"id\":\"d50\",\"text\":\"page", "cut");
     assert!(
         message.contains("line 51 is not one JSON object: EOF while parsing a string"),
         "{message}"
     );
-
     // Line 41's text a number where the others are strings: the reader names the field only.
-    let mut typed: Vec<&str> = lines.lines().collect();
-    typed[40] = "{\"id\":\"d40\",\"text\":7}";
-    std::fs::write(&input, typed.join("\n")).unwrap();
-    let failed = neardup(&[
-        "run",
-        "--input",
-        path_str(&input),
-        "--input-format",
-        "jsonl",
-        "--output",
-        path_str(&dir.path().join("typed")),
-    ]);
-    let message = stderr(&failed);
-    assert_eq!(failed.status.code(), Some(1), "{message}");
+    let message = failing_with(41, "{\"id\":\"d40\",\"text\":7}", "typed");
     assert!(
         message.contains(path_str(&input)) && message.contains("(line 41: its \"text\" is 7"),
         "{message}"
