@@ -778,12 +778,7 @@ impl Corpus {
 
     /// The columns, comma-separated, for messages (partition folders' columns last).
     pub fn column_names(&self) -> String {
-        self.schema
-            .fields()
-            .iter()
-            .map(|f| f.name().as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
+        listed_columns(self.schema.fields().iter().map(|f| f.name().as_str()))
     }
 
     /// Checks the id column exists and holds integers or strings (ids are compared and joined).
@@ -1065,6 +1060,27 @@ pub async fn place_in_file(
     at.unwrap_or_default()
 }
 
+/// Columns listed in a message shown before the rest of a list is cut.
+const COLUMNS_LISTED: usize = 30;
+
+/// Column names for a message, comma-separated: each cut to `echo`'s length (a CSV header with
+/// a quote left open is one name holding the whole file), one with control characters quoted,
+/// and at most `COLUMNS_LISTED` of them.
+fn listed_columns<'a>(names: impl ExactSizeIterator<Item = &'a str>) -> String {
+    let count = names.len();
+    let mut listed: Vec<String> = names
+        .take(COLUMNS_LISTED)
+        .map(|name| match name.chars().any(char::is_control) {
+            true => crate::error::echo_quoted(name),
+            false => crate::error::echo(name),
+        })
+        .collect();
+    if count > COLUMNS_LISTED {
+        listed.push(format!("and {} more", count - COLUMNS_LISTED));
+    }
+    listed.join(", ")
+}
+
 /// Describes the first difference in column names or types, ignoring metadata.
 fn schema_difference(a: &SchemaRef, b: &SchemaRef) -> Option<String> {
     let describe = |s: &SchemaRef| {
@@ -1115,6 +1131,21 @@ mod tests {
         );
         assert_eq!(sql_name("text_2"), "text_2");
         assert_eq!(sql_name("2x"), "\"2x\"");
+    }
+
+    #[test]
+    fn listed_columns_are_cut_and_control_characters_quoted() {
+        let names = ["id", "text"];
+        assert_eq!(listed_columns(names.into_iter()), "id, text");
+        let file = format!("a\0b\n{}", "x".repeat(10_000));
+        let listed = listed_columns([file.as_str()].into_iter());
+        assert!(
+            listed.starts_with("\"a\\0b\\nxxx") && listed.len() < 500,
+            "{listed}"
+        );
+        let many: Vec<String> = (0..40).map(|i| format!("c{i}")).collect();
+        let listed = listed_columns(many.iter().map(String::as_str));
+        assert!(listed.ends_with("c29, and 10 more"), "{listed}");
     }
 
     #[test]
