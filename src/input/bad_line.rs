@@ -415,15 +415,17 @@ impl LineCheck for Utf8Lines {
 mod tests {
     use super::*;
 
-    /// The text cut into chunks of `size` bytes.
+    /// What `check` finds in `text` cut into chunks of `size` bytes (as `found_by` reads a
+    /// stream).
+    fn found_in_chunks<C: LineCheck>(mut check: C, text: &[u8], size: usize) -> Option<C::Found> {
+        text.chunks(size)
+            .find_map(|chunk| check.read(chunk))
+            .or_else(|| check.end())
+    }
+
+    /// The first line of `text` that is not UTF-8, cut into chunks of `size` bytes.
     fn in_chunks(text: &[u8], size: usize) -> Option<(u64, u64)> {
-        let mut lines = Utf8Lines::default();
-        for chunk in text.chunks(size) {
-            if let Some(found) = lines.read(chunk) {
-                return Some(found);
-            }
-        }
-        lines.end()
+        found_in_chunks(Utf8Lines::default(), text, size)
     }
 
     #[test]
@@ -450,12 +452,7 @@ mod tests {
     fn the_first_line_that_is_not_one_json_object_is_found_whatever_the_chunks() {
         let text = b"{\"a\":1}\n\n  \r\n{\"a\":\"x\"}\r\n{\"a\":\"cut\n{\"a\":2}\n";
         for size in 1..=text.len() {
-            let mut lines = JsonLines::default();
-            let found = text
-                .chunks(size)
-                .find_map(|chunk| lines.read(chunk))
-                .or_else(|| lines.end());
-            let (line, why) = found.unwrap();
+            let (line, why) = found_in_chunks(JsonLines::default(), text, size).unwrap();
             assert_eq!(line, 5, "{size}");
             assert_eq!(why, "EOF while parsing a string, at column 9", "{size}");
         }
@@ -530,16 +527,11 @@ mod tests {
 
     /// The line `message`'s field has a value of the wrong kind in, cut into chunks of `size`.
     fn wrong_kind(text: &[u8], message: &str, size: usize) -> Option<(u64, String)> {
-        let mut lines = JsonLines {
+        let lines = JsonLines {
             field: Some(FieldKind::from_message(message)?),
             ..JsonLines::default()
         };
-        for chunk in text.chunks(size) {
-            if let Some(found) = lines.read(chunk) {
-                return Some(found);
-            }
-        }
-        lines.end()
+        found_in_chunks(lines, text, size)
     }
 
     #[test]
