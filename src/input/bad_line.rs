@@ -11,12 +11,14 @@ use datafusion::datasource::listing::ListingTableUrl;
 use datafusion::error::DataFusionError;
 use datafusion::prelude::SessionContext;
 use futures::{StreamExt, TryStreamExt};
+use object_store::chunked::ChunkedStore;
 use object_store::local::LocalFileSystem;
 use object_store::{ObjectStore, ObjectStoreExt};
 
 use crate::storage::Place;
 
 use super::format::Compression;
+use super::whole_numbers::{self, WholeColumn};
 
 /// The first line of the file at `location` (a local path or a store URL) that is not UTF-8,
 /// numbered from 1, and the offset of its first bad byte in the uncompressed text, from 0;
@@ -59,6 +61,23 @@ pub async fn first_line_of_wrong_kind(
     found_by(check, ctx, location, compression).await
 }
 
+/// The first line of the file at `location` with a value of `columns` that the JSON reader would
+/// silently read as another number (`super::whole_numbers`), numbered from 1, with what the
+/// value is; `None` when no line has one, or the file cannot be read again. Unlike the others,
+/// this check runs before any error: the reader reports none for such a value.
+pub async fn first_line_changed(
+    ctx: &SessionContext,
+    location: &str,
+    compression: Compression,
+    columns: Vec<WholeColumn>,
+) -> Option<(u64, String)> {
+    let check = JsonLines {
+        whole: columns,
+        ..JsonLines::default()
+    };
+    found_by(check, ctx, location, compression).await
+}
+
 /// A check of a text read chunk by chunk, for the first place something is wrong.
 trait LineCheck: Default {
     type Found;
@@ -94,7 +113,7 @@ async fn found_by<C: LineCheck>(
 }
 
 /// The file's bytes as the reader saw them, in the store's chunks.
-async fn read_again(
+pub(super) async fn read_again(
     ctx: &SessionContext,
     location: &str,
     compression: Compression,
@@ -103,8 +122,10 @@ async fn read_again(
     // through the session's store for it.
     let (store, path): (Arc<dyn ObjectStore>, object_store::path::Path) =
         match Place::parse(location, "input") {
+            // In chunks of 4 MiB: the store's own are 8 KiB, each read on a blocking thread of
+            // its own, which for a whole file took longer than the decoding.
             Ok(Place::Local(file)) => (
-                Arc::new(LocalFileSystem::new()),
+                Arc::new(ChunkedStore::new(Arc::new(LocalFileSystem::new()), 1 << 22)),
                 object_store::path::Path::from_filesystem_path(&file).ok()?,
             ),
             _ => {
@@ -138,6 +159,9 @@ struct JsonLines {
     gave_up: bool,
     /// A field whose value must also be of a kind, in a line that is one JSON object.
     field: Option<FieldKind>,
+    /// Whole-number columns whose values must be read as written; when there are some, only
+    /// they are checked.
+    whole: Vec<WholeColumn>,
 }
 
 impl Default for JsonLines {
@@ -147,6 +171,7 @@ impl Default for JsonLines {
             number: 1,
             gave_up: false,
             field: None,
+            whole: Vec::new(),
         }
     }
 }
@@ -344,6 +369,10 @@ impl JsonLines {
         }
         if line.iter().all(u8::is_ascii_whitespace) {
             return None;
+        }
+        if !self.whole.is_empty() {
+            let why = whole_numbers::changed_in_line(&self.whole, line)?;
+            return Some((self.number, why));
         }
         type Object = serde_json::Map<String, serde_json::Value>;
         let error = match (serde_json::from_slice::<Object>(line), &self.field) {

@@ -8,6 +8,7 @@ mod bad_line;
 mod footer;
 pub mod format;
 pub mod remote;
+mod whole_numbers;
 
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -1058,6 +1059,50 @@ pub async fn place_in_file(
             .map(|(line, why)| format!(" (line {line}{in_text}: {why})"))
     };
     at.unwrap_or_default()
+}
+
+/// Refuses a JSON Lines file in which a whole-number column holds a value the reader would read
+/// as another number without an error (`whole_numbers`), naming the file, the line and the
+/// value. Each JSON Lines file of a corpus with such columns is read once more for it.
+pub async fn refuse_changed_numbers(ctx: &SessionContext, corpus: &Corpus) -> Result<()> {
+    let columns = whole_numbers::whole_columns(&corpus.schema);
+    if columns.is_empty() {
+        return Ok(());
+    }
+    for (file, format) in corpus.files.iter().zip(&corpus.formats) {
+        if format.format != Format::JsonLines {
+            continue;
+        }
+        let location = file.to_string();
+        let Some(text) = bad_line::read_again(ctx, &location, format.compression).await else {
+            continue;
+        };
+        let Some(row) = whole_numbers::first_changed_row(text, &columns).await else {
+            continue;
+        };
+        // Read once more, line by line, to name the line.
+        let changed =
+            bad_line::first_line_changed(ctx, &location, format.compression, columns.clone());
+        let (at, why) = match changed.await {
+            Some((line, why)) => {
+                let in_text = match format.compression {
+                    format::Compression::None => "",
+                    _ => " of the uncompressed text",
+                };
+                (format!("line {line}{in_text}"), why)
+            }
+            None => (
+                format!("row {}", row + 1),
+                "a whole-number column's value would be read as another number".into(),
+            ),
+        };
+        return Err(Error::Input(format!(
+            "{location} {at}: {why}. The reader takes a column's type from the file's first \
+             1,000 lines: give the column's values one kind throughout the file, or convert it \
+             to Parquet with the type the column should have"
+        )));
+    }
+    Ok(())
 }
 
 /// Columns listed in a message shown before the rest of a list is cut.

@@ -372,7 +372,21 @@ pub async fn check_ids(
     id_column: &str,
     on_cluster: bool,
 ) -> Result<()> {
-    let clean = !on_cluster && ids::look(ctx, bindings).await? == ids::Look::Clean;
+    // JSON Lines files are read once more for their whole-number columns, on a core of their
+    // own while the ids are scanned (a JSON file's scan is one core's).
+    let numbers = tokio::spawn({
+        let (ctx, corpus) = (ctx.clone(), corpus.clone());
+        async move { input::refuse_changed_numbers(&ctx, &corpus).await }
+    });
+    let look = match on_cluster {
+        true => None,
+        false => Some(ids::look(ctx, bindings).await),
+    };
+    // First: a value cut to fit may be what made two ids equal.
+    numbers
+        .await
+        .map_err(|e| Error::Internal(format!("checking whole numbers: {e}")))??;
+    let clean = look.transpose()? == Some(ids::Look::Clean);
     if !clean {
         name_bad_ids(ctx, corpus, bindings, id_column).await?;
     }

@@ -775,6 +775,70 @@ fn a_run_of_a_file_named_without_its_format_opens_as_it_was_read() {
     );
 }
 
+/// Row "A number column's later value of another kind": the JSON reader takes a column's type
+/// from the first 1,000 lines and cut a later `1100.5` in an Int64 column to 1100 without an
+/// error; the run now stops before any stage, naming the line, and writes nothing.
+#[test]
+fn a_whole_number_column_is_not_cut_to_fit() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("pages.jsonl");
+    let write = |id_1100: &str| {
+        let lines: String = (0..1_200)
+            .map(|i| {
+                let id = if i == 1_100 {
+                    id_1100.to_string()
+                } else {
+                    i.to_string()
+                };
+                format!(
+                    "{{\"id\":{id},\"text\":\"page {} of the manual\"}}\n",
+                    i % 7
+                )
+            })
+            .collect();
+        std::fs::write(&input, lines).unwrap();
+    };
+    write("1100.5");
+    let out = dir.path().join("out");
+    let failed = neardup(&[
+        "run",
+        "-q",
+        "--input",
+        path_str(&input),
+        "--output",
+        path_str(&out),
+    ]);
+    let message = stderr(&failed);
+    assert_eq!(failed.status.code(), Some(1), "{message}");
+    assert!(
+        message.contains(&format!(
+            "{} line 1101: its \"id\" is 1100.5",
+            path_str(&input)
+        )) && message.contains("read it as 1100"),
+        "{message}"
+    );
+    assert!(!out.exists(), "a refused run writes nothing");
+    // Written as a whole number, the same value is read as written.
+    write("1.1e3");
+    neardup_ok(&[
+        "run",
+        "-q",
+        "--input",
+        path_str(&input),
+        "--output",
+        path_str(&out),
+    ]);
+    let ids = neardup_ok(&[
+        "query",
+        "--data",
+        path_str(&out),
+        "--format",
+        "csv",
+        "SELECT count(*) AS n, sum(id) AS total FROM corpus",
+    ]);
+    assert_eq!(ids, format!("n,total\n1200,{}\n", (0..1_200).sum::<i64>()));
+}
+
 /// The sample with its footer written again after `damage` changed the metadata, its pages as
 /// they were: the footer's numbers then disagree with the bytes, as after damage on a disk.
 pub(crate) fn with_footer(
