@@ -350,6 +350,7 @@ pub(crate) async fn write_result<W: Write + Send>(
             let mut writer = LineDelimitedWriter::new(sink);
             while let Some(batch) = stream.next().await {
                 let batch = batch.context(what)?;
+                refuse_unwritable_values(&batch, rows)?;
                 rows += batch.num_rows();
                 writer.write(&batch).context(writing)?;
             }
@@ -361,6 +362,7 @@ pub(crate) async fn write_result<W: Write + Send>(
             let mut writer = ArrayWriter::new(sink);
             while let Some(batch) = stream.next().await {
                 let batch = batch.context(what)?;
+                refuse_unwritable_values(&batch, rows)?;
                 rows += batch.num_rows();
                 writer.write(&batch).context(writing)?;
             }
@@ -392,6 +394,40 @@ pub(crate) async fn write_result<W: Write + Send>(
 const CELL_WIDTH: usize = 64;
 /// Rows read before the column widths are fixed; later rows are cut to those widths.
 const ROWS_FOR_WIDTHS: usize = 1000;
+
+/// Refuses a value the JSON writers cannot show: they write a date or time they fail to format
+/// (a Date64 far beyond any calendar, say) as the string `ERROR: ...`, and the result would look
+/// whole. `first_row` is the batch's first row in the result, from 0. Only columns of dates and
+/// times, and the nested and dictionary columns that may hold them, are formatted here.
+fn refuse_unwritable_values(batch: &RecordBatch, first_row: usize) -> Result<()> {
+    fn may_fail(data_type: &DataType) -> bool {
+        data_type.is_temporal()
+            || data_type.is_nested()
+            || matches!(data_type, DataType::Dictionary(..))
+    }
+    let options = FormatOptions::default();
+    let schema = batch.schema();
+    for (column, field) in batch.columns().iter().zip(schema.fields()) {
+        if !may_fail(field.data_type()) {
+            continue;
+        }
+        let formatter = ArrayFormatter::try_new(column.as_ref(), &options)
+            .context(|| "formatting the result".into())?;
+        let mut scratch = String::new();
+        for row in 0..column.len() {
+            scratch.clear();
+            if let Err(e) = formatter.value(row).write(&mut scratch) {
+                return Err(Error::Input(format!(
+                    "row {} of the result, column '{}': {e}; JSON cannot hold this value (write \
+                     the result as Parquet, or cast the column in the query)",
+                    first_row + row + 1,
+                    crate::error::echo(field.name())
+                )));
+            }
+        }
+    }
+    Ok(())
+}
 
 /// The table format, streamed: memory holds at most `ROWS_FOR_WIDTHS` rows of cut cells,
 /// whatever the size of the values (a column of 50 MB texts prints one line per row).

@@ -123,6 +123,30 @@ fn json_is_an_array_and_ndjson_its_lines() {
         serde_json::json!([])
     );
     assert_eq!(neardup_ok(&["query", "--format", "ndjson", none]), "");
+    // A date the writers cannot show was written as the string "ERROR: ..." with exit 0; it
+    // is refused with the row and the column, and a --out file is not left behind. Dates they
+    // can show are written as dates.
+    let dir = tempfile::tempdir().unwrap();
+    let dates = "SELECT value AS n, CASE WHEN value = 2 \
+                 THEN arrow_cast(9223372036854775807, 'Date64') \
+                 ELSE arrow_cast(86400000 * value, 'Date64') END AS day \
+                 FROM generate_series(1, 3) ORDER BY n";
+    for format in ["json", "ndjson"] {
+        let out = dir.path().join(format!("dates.{format}"));
+        let failed = neardup(&["query", "--format", format, "--out", path_str(&out), dates]);
+        let message = stderr(&failed);
+        assert_eq!(failed.status.code(), Some(1), "{message}");
+        assert!(
+            message.contains("row 2 of the result, column 'day': Cast error"),
+            "{message}"
+        );
+        assert!(!out.exists(), "{format}");
+    }
+    let shown = neardup_ok(&["query", "--format", "ndjson", &dates.replace("= 2", "= 0")]);
+    assert!(
+        shown.starts_with("{\"n\":1,\"day\":\"1970-01-02T00:00:00\"}"),
+        "{shown}"
+    );
 }
 
 /// `--out` without `--format` writes the format its extension names: a `.parquet` file is
