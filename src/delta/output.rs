@@ -247,6 +247,7 @@ impl DeltaStaging {
             .and_then(|frame| crate::input::hive_nulls_read_as_null(frame, partitions))
             .context(|| format!("reading the run's {name} table at {staged}"))?;
         let frame = to_storable(frame)?;
+        refuse_dates_beyond_statistics(&frame, &place).await?;
         if let (Some(table), Mode::Append) = (&existing, self.mode) {
             check_same_columns(table, &frame, &place)?;
         }
@@ -292,7 +293,18 @@ impl DeltaStaging {
             // A run with other settings (--bits 128, --partition-by) replaces the schema too.
             writer = writer.with_schema_mode(SchemaMode::Overwrite);
         }
-        let table = writer.await.map_err(|e| delta_error(&place, e))?;
+        let table = match writer.await {
+            Ok(table) => table,
+            Err(e) => {
+                // The files written before the failure are in no commit: a table this run was
+                // creating is removed with them (an existing one keeps them unreferenced, as
+                // any failed Delta write does, until a vacuum).
+                if existing.is_none() {
+                    let _ = remove_place(&place).await;
+                }
+                return Err(delta_error(&place, e));
+            }
+        };
         Ok(TableVersion {
             version: version_of(&table),
             previous,
@@ -371,6 +383,70 @@ async fn put_back(
         }
         None => remove_place(&place).await,
     };
+}
+
+/// Days from 1970-01-01 to the first and the last date Delta's statistics can hold (chrono's
+/// `NaiveDate`, years -262143 to 262142): delta-rs's writer panics on a file whose smallest or
+/// largest date is beyond them, after writing it.
+const STATISTICS_DAYS: (i64, i64) = (-96_465_293, 95_026_236);
+
+/// Refuses a date column of `frame` (the table for `place`) with a value beyond
+/// `STATISTICS_DAYS`, naming the column and the value, before anything is written.
+async fn refuse_dates_beyond_statistics(
+    frame: &datafusion::prelude::DataFrame,
+    place: &Place,
+) -> Result<()> {
+    use datafusion::functions_aggregate::expr_fn::{max, min};
+    use datafusion::prelude::{Expr, col, lit};
+    let schema = frame.schema().as_arrow().clone();
+    for field in schema.fields() {
+        // Days since 1970 as Int64; a Date64 is written as the Date32 of its day.
+        let days: Expr = match field.data_type() {
+            DataType::Date32 => {
+                datafusion::prelude::cast(col(quoted(field.name())), DataType::Int64)
+            }
+            DataType::Date64 => {
+                datafusion::prelude::cast(col(quoted(field.name())), DataType::Int64)
+                    / lit(86_400_000_i64)
+            }
+            _ => continue,
+        };
+        let what = || format!("checking the dates of column '{}'", field.name());
+        let batches = frame
+            .clone()
+            .aggregate(
+                vec![],
+                vec![min(days.clone()).alias("low"), max(days).alias("high")],
+            )
+            .context(what)?
+            .collect()
+            .await
+            .context(what)?;
+        let bounds = batches.iter().flat_map(|batch| {
+            batch.columns().iter().filter_map(|column| {
+                column
+                    .as_any()
+                    .downcast_ref::<datafusion::arrow::array::Int64Array>()
+                    .and_then(|values| values.iter().flatten().next())
+            })
+        });
+        for day in bounds.collect::<Vec<_>>() {
+            if !(STATISTICS_DAYS.0..=STATISTICS_DAYS.1).contains(&day) {
+                return Err(Error::Input(format!(
+                    "Delta table {place}: column '{}' holds a date {day} days from 1970-01-01, \
+                     beyond the years -262143 to 262142 that Delta's file statistics can hold; \
+                     write Parquet tables (--output-format parquet), or leave such rows out",
+                    crate::error::echo(field.name())
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `name` as a column reference that keeps its case and characters.
+fn quoted(name: &str) -> datafusion::common::Column {
+    datafusion::common::Column::new_unqualified(name)
 }
 
 /// The job's session with delta-rs's planner, which plans the writer's own plan nodes.

@@ -546,6 +546,54 @@ fn a_failed_delta_run_leaves_no_folder_it_made() {
 }
 
 #[test]
+fn a_date_beyond_deltas_statistics_is_refused_before_writing() {
+    // delta-rs's writer panicked on a date its statistics cannot hold (beyond the year 262142),
+    // after writing the dedup table's file, which the run left behind without a log.
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("dated.parquet");
+    let output = dir.path().join("out");
+    let run_with_first_day = |day: i64| {
+        let sql = format!(
+            "SELECT 'd' || value AS id, 'page ' || (value % 5) || ' of the manual' AS text, \
+             arrow_cast(arrow_cast(CASE WHEN value = 0 THEN {day} ELSE 0 END, 'Int32'), \
+             'Date32') AS day FROM generate_series(0, 49)"
+        );
+        neardup_ok(&["query", "--overwrite", "--out", path_str(&input), &sql]);
+        neardup(&[
+            "run",
+            "-q",
+            "--input",
+            path_str(&input),
+            "--output",
+            path_str(&output),
+            "--output-format",
+            "delta",
+        ])
+    };
+    let out = run_with_first_day(i32::MAX as i64);
+    let message = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{message}");
+    assert!(
+        message.contains("column 'day' holds a date 2147483647 days from 1970-01-01"),
+        "{message}"
+    );
+    assert!(!message.contains("internal error"), "{message}");
+    assert!(!output.exists(), "nothing is left of the run");
+    // The last day the statistics hold, 262142-12-31, is written.
+    let out = run_with_first_day(95_026_236);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let days = neardup_ok(&[
+        "query",
+        "--data",
+        path_str(&output),
+        "--format",
+        "csv",
+        "SELECT count(*) AS n, max(arrow_cast(day, 'Int32')) AS last FROM dedup",
+    ]);
+    assert_eq!(days, "n,last\n5,95026236\n");
+}
+
+#[test]
 fn delta_flags_and_places_that_cannot_work_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let sample = fixture("sample.parquet");
