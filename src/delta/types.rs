@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 
-use datafusion::arrow::datatypes::{DataType, Schema};
+use datafusion::arrow::datatypes::{DataType, Fields, Schema};
 use datafusion::common::Column;
 use datafusion::logical_expr::Expr;
 use datafusion::prelude::{DataFrame, cast};
@@ -19,6 +19,38 @@ use crate::udf::{signed_bits_udf, unsigned_bits_udf};
 
 /// The column metadata key that records a converted column's Arrow type.
 pub const ARROW_TYPE_KEY: &str = "neardup.arrow_type";
+
+/// Refuses columns whose names differ only in case (`id` and `Id`, at the top or inside a
+/// struct), which Delta does not tell apart: delta-rs refuses them at the commit, after the
+/// whole run.
+pub fn refuse_names_alike_but_case(schema: &Schema) -> crate::error::Result<()> {
+    fn check(fields: &Fields, inside: &str) -> crate::error::Result<()> {
+        let mut seen: HashMap<String, &str> = HashMap::new();
+        for field in fields.iter() {
+            if let Some(first) = seen.insert(field.name().to_lowercase(), field.name()) {
+                return Err(crate::error::Error::Input(format!(
+                    "--output-format delta: the input's columns '{}' and '{}'{inside} differ \
+                     only in case, which Delta tables do not tell apart; rename one (in SQL with \
+                     neardup query), or write Parquet tables",
+                    crate::error::echo(first),
+                    crate::error::echo(field.name())
+                )));
+            }
+            let mut data_type = field.data_type();
+            while let DataType::List(item) | DataType::LargeList(item) = data_type {
+                data_type = item.data_type();
+            }
+            if let DataType::Struct(children) = data_type {
+                check(
+                    children,
+                    &format!(" (inside '{}')", crate::error::echo(field.name())),
+                )?;
+            }
+        }
+        Ok(())
+    }
+    check(schema.fields(), "")
+}
 
 /// The Delta-storable type of `data_type`, when it is not storable as it is.
 fn storable(data_type: &DataType) -> Option<DataType> {

@@ -43,6 +43,10 @@ pub fn check_columns(config: &JobConfig, corpus: &Corpus) -> Result<Checked> {
             partition_by,
         } => {
             corpus.check_text_column(text_column)?;
+            if config.delta.is_some() {
+                // The dedup table holds the input's columns.
+                crate::delta::types::refuse_names_alike_but_case(&corpus.schema)?;
+            }
             let partition_clause = partition_clause(corpus, partition_by)?;
             let canonical = features.to_string();
             Featurizer::cached(&canonical).map_err(|e| Error::Usage(format!("--features: {e}")))?;

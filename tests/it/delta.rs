@@ -594,6 +594,48 @@ fn a_date_beyond_deltas_statistics_is_refused_before_writing() {
 }
 
 #[test]
+fn columns_named_alike_but_for_case_are_refused_before_the_run() {
+    // Delta does not tell `id` from `Id`: delta-rs refused them at the dedup table's commit,
+    // after the whole run. Now the run stops first, naming both, at the top or in a struct.
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        ("value AS \"Id\"", "'id' and 'Id' differ only in case"),
+        (
+            "named_struct('a', 1, 'A', 2) AS s",
+            "'a' and 'A' (inside 's') differ only in case",
+        ),
+    ];
+    for (case, (column, expected)) in cases.into_iter().enumerate() {
+        let input = dir.path().join("cased.parquet");
+        let sql = format!(
+            "SELECT 'd' || value AS id, 'page ' || value || ' of the manual' AS text, {column} \
+             FROM generate_series(0, 9)"
+        );
+        neardup_ok(&["query", "--overwrite", "--out", path_str(&input), &sql]);
+        let output = dir.path().join(format!("out{case}"));
+        let args = [
+            "run",
+            "-q",
+            "--input",
+            path_str(&input),
+            "--output",
+            path_str(&output),
+        ];
+        let out = neardup(&[&args[..], &["--output-format", "delta"]].concat());
+        let message = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{message}");
+        assert!(message.contains(expected), "{message}");
+        assert!(
+            !message.contains("removed"),
+            "no table was written: {message}"
+        );
+        assert!(!output.exists(), "{message}");
+        // Parquet tables take them.
+        neardup_ok(&args);
+    }
+}
+
+#[test]
 fn delta_flags_and_places_that_cannot_work_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let sample = fixture("sample.parquet");
