@@ -405,7 +405,8 @@ fn refuse_unwritable_values(batch: &RecordBatch, first_row: usize) -> Result<()>
             || data_type.is_nested()
             || matches!(data_type, DataType::Dictionary(..))
     }
-    let options = FormatOptions::default();
+    // Errors returned, not shown: nested columns format their children through this too.
+    let options = FormatOptions::default().with_display_error(false);
     let schema = batch.schema();
     for (column, field) in batch.columns().iter().zip(schema.fields()) {
         if !may_fail(field.data_type()) {

@@ -293,13 +293,16 @@ impl DeltaStaging {
             // A run with other settings (--bits 128, --partition-by) replaces the schema too.
             writer = writer.with_schema_mode(SchemaMode::Overwrite);
         }
+        // Nothing there before this write: a folder of someone's own named like the table
+        // is never removed.
+        let new_folder = existing.is_none() && top_level_names(&place).await?.is_empty();
         let table = match writer.await {
             Ok(table) => table,
             Err(e) => {
                 // The files written before the failure are in no commit: a table this run was
-                // creating is removed with them (an existing one keeps them unreferenced, as
-                // any failed Delta write does, until a vacuum).
-                if existing.is_none() {
+                // creating in a new folder is removed with them (an existing one keeps them
+                // unreferenced, as any failed Delta write does, until a vacuum).
+                if new_folder {
                     let _ = remove_place(&place).await;
                 }
                 return Err(delta_error(&place, e));
@@ -388,7 +391,7 @@ async fn put_back(
 /// Days from 1970-01-01 to the first and the last date Delta's statistics can hold (chrono's
 /// `NaiveDate`, years -262143 to 262142): delta-rs's writer panics on a file whose smallest or
 /// largest date is beyond them, after writing it.
-const STATISTICS_DAYS: (i64, i64) = (-96_465_293, 95_026_236);
+const STATISTICS_DAYS: (i64, i64) = (-96_465_292, 95_026_236);
 
 /// Refuses a date column of `frame` (the table for `place`) with a value beyond
 /// `STATISTICS_DAYS`, naming the column and the value, before anything is written.

@@ -37,7 +37,12 @@ pub fn refuse_names_alike_but_case(schema: &Schema) -> crate::error::Result<()> 
                 )));
             }
             let mut data_type = field.data_type();
-            while let DataType::List(item) | DataType::LargeList(item) = data_type {
+            // Through lists and maps (a map's entries are a struct of key and value).
+            while let DataType::List(item)
+            | DataType::LargeList(item)
+            | DataType::FixedSizeList(item, _)
+            | DataType::Map(item, _) = data_type
+            {
                 data_type = item.data_type();
             }
             if let DataType::Struct(children) = data_type {

@@ -1,7 +1,8 @@
 //! Whole-number columns of JSON Lines files, read without a silent change. The JSON reader
 //! infers a column's type from a file's first lines; where those hold whole numbers the column
-//! is Int64, and a later value that is not one (`5000.5`, `"2.5"`, `-9223372036854775809`) is
-//! cut to fit without an error (arrow-json's fallback through a 64-bit float). A run would then
+//! is Int64, and a later number that is not one (`5000.5`, `-9223372036854775809`) is cut to
+//! fit without an error (arrow-json's fallback through a 64-bit float; a string such as `"2.5"`
+//! is the reader's own error). A run would then
 //! give ids and dedup rows values the input does not hold, so every line's values of such
 //! columns are checked against what the reader makes of them.
 //!
@@ -33,8 +34,10 @@ pub struct WholeColumn {
 const BATCH_ROWS: usize = 8192;
 
 /// The first row, from 0, of the JSON Lines text `text` with a value of `columns` that the
-/// reader would read as another number; `None` when there is none, or the decoder stops (on
-/// text the reader refuses itself, with its own error).
+/// reader may read as another number; `None` when there is none, or the decoder stops (on text
+/// the reader refuses itself, with its own error). The decoder gives numbers and strings alike
+/// as text: a string found here (which the reader refuses itself) is told apart by the line's
+/// check (`changed_in_line`).
 pub async fn first_changed_row(
     mut text: BoxStream<'static, datafusion::error::Result<Bytes>>,
     columns: &[WholeColumn],
@@ -178,14 +181,13 @@ fn first_changed(value: &RawValue) -> Option<(String, i64)> {
         let items: Vec<&RawValue> = serde_json::from_str(text).ok()?;
         return items.into_iter().find_map(first_changed);
     }
-    // The reader parses strings in a number column as it parses numbers.
-    let literal = if text.starts_with('"') {
-        serde_json::from_str::<String>(text).ok()?
-    } else {
-        text.to_string()
-    };
-    let read = read_as_int64(&literal)?;
-    changed(&literal).then(|| (crate::error::echo(text), read))
+    // A string in a number column is parsed without the float's fallback: one that is not an
+    // integer is the reader's own error.
+    if text.starts_with('"') {
+        return None;
+    }
+    let read = read_as_int64(text)?;
+    changed(text).then(|| (crate::error::echo(text), read))
 }
 
 /// What the JSON reader puts in an Int64 column for `literal`: the integer as written, else the
@@ -230,8 +232,11 @@ fn whole_value(literal: &str) -> Option<i64> {
         Some(e) => e.strip_prefix('+').unwrap_or(e).parse().ok()?,
         None => 0,
     };
-    // The value is `significant` times ten to this power.
-    let power = exponent - fraction.len() as i64 + (digits.len() - significant.len()) as i64;
+    // The value is `significant` times ten to this power (`None`: beyond any i64 exponent,
+    // so a fraction or far out of range).
+    let power = exponent
+        .checked_sub(fraction.len() as i64)?
+        .checked_add((digits.len() - significant.len()) as i64)?;
     if power < 0 || significant.len() as i64 + power > 19 {
         return None;
     }
@@ -273,6 +278,9 @@ mod tests {
             ("", None),
             ("-", None),
             ("1e", None),
+            ("7.5e-9223372036854775808", None),
+            ("1.5e-9223372036854775807", None),
+            ("1e9223372036854775807", None),
         ];
         for (literal, value) in cases {
             assert_eq!(whole_value(literal), value, "{literal}");
@@ -288,8 +296,9 @@ mod tests {
             Field::new("n", list_of_lists, true),
         ]));
         let changed = |line: &str| changed_in_line(&columns, line.as_bytes());
-        // Read as written: whole numbers however written, null, a missing field, strings that
-        // are whole numbers, a line that is not JSON (the reader's own error names it).
+        // Read as written: whole numbers however written, null, a missing field; strings (the
+        // reader parses them without the float's fallback: "2.5" is its own error), a line
+        // that is not JSON (the reader's own error names it).
         for line in [
             r#"{"id": 7, "n": [1, 2, [3]]}"#,
             r#"{"id": 1e3, "n": null, "other": 2.5}"#,
@@ -299,6 +308,7 @@ mod tests {
             r#"{"id": 9223372036854775807}"#,
             r#"{"id": 1e400}"#,
             r#"{"id": "abc"}"#,
+            r#"{"id": "2.5", "n": ["7.5"]}"#,
             "not json",
         ] {
             assert_eq!(changed(line), None, "{line}");
@@ -310,8 +320,9 @@ mod tests {
         );
         let found = changed(r#"{"id": -9223372036854775809}"#).unwrap();
         assert!(found.contains("read it as -9223372036854775808"), "{found}");
-        let found = changed(r#"{"id": "2.5"}"#).unwrap();
-        assert!(found.contains("\"id\" is \"2.5\""), "{found}");
+        // Exponents far beyond any i64 still tell a fraction.
+        let found = changed(r#"{"id": 7.5e-9223372036854775808}"#).unwrap();
+        assert!(found.ends_with("read it as 0"), "{found}");
         let found = changed(r#"{"id": 1, "n": [1, [2, 3.75]]}"#).unwrap();
         assert!(
             found.contains("\"n\" holds 3.75 in a list") && found.ends_with("read it as 3"),
@@ -351,7 +362,7 @@ mod tests {
         for bad in [0, BATCH_ROWS - 1, BATCH_ROWS, rows - 1] {
             let text: String = (0..rows)
                 .map(|i| match i == bad {
-                    true => line(i, "\"7.25\""),
+                    true => line(i, "7.25"),
                     false => line(i, &i.to_string()),
                 })
                 .collect();

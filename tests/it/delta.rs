@@ -579,7 +579,13 @@ fn a_date_beyond_deltas_statistics_is_refused_before_writing() {
     );
     assert!(!message.contains("internal error"), "{message}");
     assert!(!output.exists(), "nothing is left of the run");
-    // The last day the statistics hold, 262142-12-31, is written.
+    let out = run_with_first_day(-96_465_293);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("internal error"), "{}", stderr(&out));
+    // The first and the last day the statistics hold are written.
+    let out = run_with_first_day(-96_465_292);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    std::fs::remove_dir_all(&output).unwrap();
     let out = run_with_first_day(95_026_236);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let days = neardup_ok(&[
@@ -603,6 +609,10 @@ fn columns_named_alike_but_for_case_are_refused_before_the_run() {
         (
             "named_struct('a', 1, 'A', 2) AS s",
             "'a' and 'A' (inside 's') differ only in case",
+        ),
+        (
+            "map(['k'], [named_struct('b', 1, 'B', 2)]) AS m",
+            "'b' and 'B' (inside 'value') differ only in case",
         ),
     ];
     for (case, (column, expected)) in cases.into_iter().enumerate() {

@@ -131,16 +131,22 @@ fn json_is_an_array_and_ndjson_its_lines() {
                  THEN arrow_cast(9223372036854775807, 'Date64') \
                  ELSE arrow_cast(86400000 * value, 'Date64') END AS day \
                  FROM generate_series(1, 3) ORDER BY n";
+    // Inside a struct too.
+    let nested = format!("SELECT n, named_struct('d', day) AS s FROM ({dates})");
     for format in ["json", "ndjson"] {
-        let out = dir.path().join(format!("dates.{format}"));
-        let failed = neardup(&["query", "--format", format, "--out", path_str(&out), dates]);
-        let message = stderr(&failed);
-        assert_eq!(failed.status.code(), Some(1), "{message}");
-        assert!(
-            message.contains("row 2 of the result, column 'day': Cast error"),
-            "{message}"
-        );
-        assert!(!out.exists(), "{format}");
+        for (sql, column) in [(dates, "day"), (nested.as_str(), "s")] {
+            let out = dir.path().join(format!("dates.{format}"));
+            let failed = neardup(&["query", "--format", format, "--out", path_str(&out), sql]);
+            let message = stderr(&failed);
+            assert_eq!(failed.status.code(), Some(1), "{message}");
+            assert!(
+                message.contains(&format!(
+                    "row 2 of the result, column '{column}': Cast error"
+                )),
+                "{message}"
+            );
+            assert!(!out.exists(), "{format}");
+        }
     }
     let shown = neardup_ok(&["query", "--format", "ndjson", &dates.replace("= 2", "= 0")]);
     assert!(
