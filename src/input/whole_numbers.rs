@@ -237,7 +237,8 @@ fn whole_value(literal: &str) -> Option<i64> {
     let power = exponent
         .checked_sub(fraction.len() as i64)?
         .checked_add((digits.len() - significant.len()) as i64)?;
-    if power < 0 || significant.len() as i64 + power > 19 {
+    let digits_of_value = (significant.len() as i64).checked_add(power)?;
+    if power < 0 || digits_of_value > 19 {
         return None;
     }
     let magnitude = significant.parse::<i128>().ok()? * 10i128.pow(power as u32);
