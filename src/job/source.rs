@@ -33,8 +33,18 @@ pub struct Checked {
     pub feature_files: BTreeMap<String, String>,
 }
 
+/// The column `corpus_ordered` numbers the input's rows in (`register_corpus`).
+const INPUT_ORDER_COLUMN: &str = "__neardup_input_order";
+
 /// Checks the corpus has the columns the job reads, of types it can read, before any work.
 pub fn check_columns(config: &JobConfig, corpus: &Corpus) -> Result<Checked> {
+    if corpus.schema.field_with_name(INPUT_ORDER_COLUMN).is_ok() {
+        // Beside the one the job adds, every query naming it would be ambiguous.
+        return Err(Error::Input(format!(
+            "the input has a column named '{INPUT_ORDER_COLUMN}', a name neardup keeps for the \
+             order of the input's rows; rename it (in SQL with neardup query)"
+        )));
+    }
     corpus.check_id_column(&config.id_column)?;
     let (params, feature_files) = match &config.source {
         Source::Texts {
@@ -267,8 +277,8 @@ pub fn rows_numbered_by_file(corpus: &Corpus, on_cluster: bool) -> bool {
 }
 
 /// Registers `corpus` (all files, scanned in parallel) and `corpus_ordered` (the same rows with
-/// `__neardup_input_order` = file index * 2^32 + row index; the name cannot clash with an
-/// input column, such as the `input_order` of a run's own signatures). Hive partition folders
+/// `__neardup_input_order` = file index * 2^32 + row index; a name no input column has, such as
+/// the `input_order` of a run's own signatures: `check_columns` refuses one). Hive partition folders
 /// of the files are columns of both, after the files' own. Where the reader numbers the rows,
 /// the session's scans may split files from here on.
 pub async fn register_corpus(
@@ -304,7 +314,7 @@ pub async fn register_corpus(
             "CAST(row_number() OVER () AS BIGINT) - 1"
         };
         ordered.push(format!(
-            "SELECT {columns}, {index} * 4294967296 + {row} AS __neardup_input_order FROM {table}"
+            "SELECT {columns}, {index} * 4294967296 + {row} AS {INPUT_ORDER_COLUMN} FROM {table}"
         ));
     }
     if corpus.partition_columns.is_empty() && corpus.all_parquet() {

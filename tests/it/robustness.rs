@@ -839,6 +839,33 @@ fn a_whole_number_column_is_not_cut_to_fit() {
     assert_eq!(ids, format!("n,total\n1200,{}\n", (0..1_200).sum::<i64>()));
 }
 
+/// An input column named as the column the job numbers the rows in was refused by DataFusion
+/// as an ambiguous name in a view's statement; it is named before any work.
+#[test]
+fn an_input_column_named_as_the_input_order_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("ordered.parquet");
+    let sql = "SELECT 'd' || value AS id, 'page ' || value || ' of the manual' AS text, \
+               value AS __neardup_input_order FROM generate_series(0, 9)";
+    neardup_ok(&["query", "--out", path_str(&input), sql]);
+    let out = dir.path().join("out");
+    let failed = neardup(&[
+        "run",
+        "-q",
+        "--input",
+        path_str(&input),
+        "--output",
+        path_str(&out),
+    ]);
+    let message = stderr(&failed);
+    assert_eq!(failed.status.code(), Some(1), "{message}");
+    assert!(
+        message.contains("column named '__neardup_input_order', a name neardup keeps"),
+        "{message}"
+    );
+    assert!(!out.exists());
+}
+
 /// The sample with its footer written again after `damage` changed the metadata, its pages as
 /// they were: the footer's numbers then disagree with the bytes, as after damage on a disk.
 pub(crate) fn with_footer(
