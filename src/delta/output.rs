@@ -394,62 +394,61 @@ async fn put_back(
 const STATISTICS_DAYS: (i64, i64) = (-96_465_292, 95_026_236);
 
 /// Refuses a date column of `frame` (the table for `place`) with a value beyond
-/// `STATISTICS_DAYS`, naming the column and the value, before anything is written.
+/// `STATISTICS_DAYS`, naming the column and the value, before anything is written. One scan
+/// takes the smallest and largest day of every date column.
 async fn refuse_dates_beyond_statistics(
     frame: &datafusion::prelude::DataFrame,
     place: &Place,
 ) -> Result<()> {
+    use datafusion::arrow::array::AsArray;
+    use datafusion::arrow::datatypes::Int64Type;
     use datafusion::functions_aggregate::expr_fn::{max, min};
-    use datafusion::prelude::{Expr, col, lit};
+    use datafusion::prelude::{cast, ident, lit};
     let schema = frame.schema().as_arrow().clone();
+    let mut names = Vec::new();
+    let mut bounds = Vec::new();
     for field in schema.fields() {
         // Days since 1970 as Int64; a Date64 is written as the Date32 of its day.
-        let days: Expr = match field.data_type() {
-            DataType::Date32 => {
-                datafusion::prelude::cast(col(quoted(field.name())), DataType::Int64)
-            }
-            DataType::Date64 => {
-                datafusion::prelude::cast(col(quoted(field.name())), DataType::Int64)
-                    / lit(86_400_000_i64)
-            }
+        let days = cast(ident(field.name()), DataType::Int64);
+        let days = match field.data_type() {
+            DataType::Date32 => days,
+            DataType::Date64 => days / lit(86_400_000_i64),
             _ => continue,
         };
-        let what = || format!("checking the dates of column '{}'", field.name());
-        let batches = frame
-            .clone()
-            .aggregate(
-                vec![],
-                vec![min(days.clone()).alias("low"), max(days).alias("high")],
-            )
-            .context(what)?
-            .collect()
-            .await
-            .context(what)?;
-        let bounds = batches.iter().flat_map(|batch| {
-            batch.columns().iter().filter_map(|column| {
-                column
-                    .as_any()
-                    .downcast_ref::<datafusion::arrow::array::Int64Array>()
-                    .and_then(|values| values.iter().flatten().next())
-            })
-        });
-        for day in bounds.collect::<Vec<_>>() {
-            if !(STATISTICS_DAYS.0..=STATISTICS_DAYS.1).contains(&day) {
-                return Err(Error::Input(format!(
-                    "Delta table {place}: column '{}' holds a date {day} days from 1970-01-01, \
-                     beyond the years -262143 to 262142 that Delta's file statistics can hold; \
-                     write Parquet tables (--output-format parquet), or leave such rows out",
-                    crate::error::echo(field.name())
-                )));
+        names.push(field.name().as_str());
+        bounds.push(min(days.clone()));
+        bounds.push(max(days));
+    }
+    if names.is_empty() {
+        return Ok(());
+    }
+    let what = || format!("checking the dates of {place}");
+    let batches = frame
+        .clone()
+        .aggregate(vec![], bounds)
+        .context(what)?
+        .collect()
+        .await
+        .context(what)?;
+    for batch in &batches {
+        for (at, column) in batch.columns().iter().enumerate() {
+            let Some(days) = column.as_primitive_opt::<Int64Type>() else {
+                continue;
+            };
+            for day in days.iter().flatten() {
+                if !(STATISTICS_DAYS.0..=STATISTICS_DAYS.1).contains(&day) {
+                    return Err(Error::Input(format!(
+                        "Delta table {place}: column '{}' holds a date {day} days from \
+                         1970-01-01, beyond the years -262143 to 262142 that Delta's file \
+                         statistics can hold; write Parquet tables (--output-format parquet), \
+                         or leave such rows out",
+                        crate::error::echo(names[at / 2])
+                    )));
+                }
             }
         }
     }
     Ok(())
-}
-
-/// `name` as a column reference that keeps its case and characters.
-fn quoted(name: &str) -> datafusion::common::Column {
-    datafusion::common::Column::new_unqualified(name)
 }
 
 /// The job's session with delta-rs's planner, which plans the writer's own plan nodes.

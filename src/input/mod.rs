@@ -1036,10 +1036,7 @@ pub async fn place_in_file(
         format::Compression::None => "the file",
         _ => "the uncompressed text",
     };
-    let in_text = match format.compression {
-        format::Compression::None => "",
-        _ => " of the uncompressed text",
-    };
+    let in_text = in_text(format.compression);
     let at = if format.format != Format::JsonLines {
         None
     } else if message.contains("UTF-8") {
@@ -1059,6 +1056,14 @@ pub async fn place_in_file(
             .map(|(line, why)| format!(" (line {line}{in_text}: {why})"))
     };
     at.unwrap_or_default()
+}
+
+/// How a line number of a file read through `compression` is qualified in a message.
+fn in_text(compression: format::Compression) -> &'static str {
+    match compression {
+        format::Compression::None => "",
+        _ => " of the uncompressed text",
+    }
 }
 
 /// Refuses a JSON Lines file in which a whole-number column holds a value the reader would read
@@ -1091,11 +1096,7 @@ pub async fn refuse_changed_numbers(ctx: &SessionContext, corpus: &Corpus) -> Re
         let Some((line, why)) = changed.await else {
             continue;
         };
-        let in_text = match format.compression {
-            format::Compression::None => "",
-            _ => " of the uncompressed text",
-        };
-        let at = format!("line {line}{in_text}");
+        let at = format!("line {line}{}", in_text(format.compression));
         return Err(Error::Input(format!(
             "{location} {at}: {why}. The reader takes a column's type from the file's first \
              1,000 lines: give the column's values one kind throughout the file, or convert it \
