@@ -656,23 +656,53 @@ pub async fn register_table(
 /// Refuses an output that holds something other than Delta tables neardup may have left.
 async fn refuse_foreign(output: &Place) -> Result<()> {
     let names = top_level_names(output).await?;
-    let foreign: Vec<&String> = names
+    let mut foreign: Vec<String> = names
         .iter()
         .filter(|n| !OUTPUT_TABLES.contains(&n.as_str()) && n.as_str() != WORK_FOLDER)
-        .take(5)
+        .cloned()
         .collect();
+    // A folder named as a table is the Delta writer's: a run stopped before its first commit
+    // leaves data files and partition folders there, which the next run's commit leaves out of
+    // the table. Anything else is someone's, which the table would be written around.
+    for table in OUTPUT_TABLES {
+        if !names.iter().any(|name| name == table) {
+            continue;
+        }
+        let place = output.join(table);
+        if let Place::Local(path) = &place
+            && !path.is_dir()
+        {
+            foreign.push(table.to_string());
+            continue;
+        }
+        if open(&place, &At::Latest).await?.is_some() {
+            continue;
+        }
+        let inside = top_level_names(&place).await?;
+        foreign.extend(
+            inside
+                .iter()
+                .filter(|name| !written_by_delta(name))
+                .map(|name| format!("{table}/{name}")),
+        );
+    }
     if foreign.is_empty() {
         return Ok(());
     }
+    foreign.truncate(5);
     Err(Error::Usage(format!(
         "refusing to write Delta tables to {output}: it is not a neardup output (no \
          {SUMMARY_FILE}) and holds {}; choose another --output",
-        foreign
-            .iter()
-            .map(|s| s.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
+        foreign.join(", ")
     )))
+}
+
+/// Whether a name inside a table's folder is one the Delta writer makes: its log, a data file,
+/// a partition's folder.
+fn written_by_delta(name: &str) -> bool {
+    name == "_delta_log"
+        || (name.starts_with("part-") && name.ends_with(".parquet"))
+        || name.contains('=')
 }
 
 async fn top_level_names(place: &Place) -> Result<Vec<String>> {

@@ -685,6 +685,28 @@ fn delta_flags_and_places_that_cannot_work_are_refused() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("notes.txt"), "{}", stderr(&out));
     assert!(foreign.join("notes.txt").is_file());
+    // Nor a folder holding someone's files where a table goes (the table was written around
+    // them), nor a file there; a run stopped before its first commit leaves only the Delta
+    // writer's own files, which the next run writes over.
+    let inside = dir.path().join("inside");
+    std::fs::create_dir_all(inside.join("dedup")).unwrap();
+    std::fs::write(inside.join("dedup/mine.txt"), "mine").unwrap();
+    std::fs::write(inside.join("pairs"), "mine too").unwrap();
+    let out = run(&["--output", path_str(&inside), "--output-format", "delta"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("holds pairs, dedup/mine.txt;"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!inside.join("dedup/_delta_log").exists());
+    assert_eq!(std::fs::read(inside.join("pairs")).unwrap(), b"mine too");
+    let stopped = dir.path().join("stopped");
+    std::fs::create_dir_all(stopped.join("dedup/lang=en")).unwrap();
+    std::fs::write(stopped.join("dedup/part-00000-1-c000.zstd.parquet"), "cut").unwrap();
+    let out = run(&["--output", path_str(&stopped), "--output-format", "delta"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stopped.join("dedup/_delta_log").is_dir());
     // delta: of a folder without a log.
     let not_a_table = format!("delta:{}", foreign.display());
     let out = neardup(&[
