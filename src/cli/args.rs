@@ -21,7 +21,7 @@ use crate::engine::ballista::{self, Cluster, ExecutorOptions};
 use crate::engine::cluster_access::{ClusterAccess, TlsFiles};
 use crate::engine::session::Console;
 use crate::engine::staging::Overwrite;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::fingerprint::Width;
 use crate::input::format::Format as InputFormat;
 use crate::job::choices::Clustering;
@@ -263,7 +263,8 @@ neardup run --input gen.parquet --output out/gen --overwrite\n  \
 neardup eval --output out/gen --truth gen-truth.parquet --sweep 0..=7"
 )]
 pub struct GenerateArgs {
-    /// Parquet corpus to take source documents from.
+    /// Corpus file to take source documents from: Parquet, or JSON Lines or CSV by its name
+    /// (.jsonl, .csv, also compressed), as run reads them.
     #[arg(long, value_name = "FILE")]
     pub input: PathBuf,
     /// Parquet file to write the generated corpus to.
@@ -874,7 +875,7 @@ pub struct QueryArgs {
     #[arg(long, value_name = "DIR|URL")]
     pub index: Option<PathBuf>,
     /// How to write the result [default: from --out's extension (.parquet, .csv, .tsv, .json,
-    /// .ndjson, .jsonl), else table].
+    /// .ndjson, .jsonl), else table; a compressed name (.gz, .zst, .bz2, .xz) is refused].
     #[arg(long, value_enum)]
     pub format: Option<Format>,
     /// Rows the table format shows, or `inf` for all; the rest are counted and the count is
@@ -984,12 +985,24 @@ impl QueryArgs {
             data: self.data,
             index: self.index,
             max_rows: self.maxrows,
-            format: self.format.unwrap_or_else(|| {
-                self.out
-                    .as_deref()
-                    .and_then(Format::from_extension)
-                    .unwrap_or(Format::Table)
-            }),
+            format: match (self.format, &self.out) {
+                (Some(format), _) => format,
+                (None, None) => Format::Table,
+                (None, Some(out)) => match Format::from_extension(out) {
+                    Some(format) => format,
+                    // `top.csv.gz` was written as the table format, uncompressed: neither what
+                    // its name says nor every row.
+                    None if names_compression(out) => {
+                        return Err(Error::Usage(format!(
+                            "--out {}: query results are written uncompressed (Parquet \
+                             compresses its own); name it .parquet, .csv, .tsv, .json, .ndjson \
+                             or .jsonl, or give --format",
+                            out.display()
+                        )));
+                    }
+                    None => Format::Table,
+                },
+            },
             out: self.out,
             overwrite: self.overwrite,
         })
@@ -1018,4 +1031,14 @@ impl QueryArgs {
         // A part without its closing ';' still ends its last statement.
         Ok(Some(parts.join("\n;\n")))
     }
+}
+
+/// Whether a file's last extension names a compression (`top.csv.gz`).
+fn names_compression(path: &std::path::Path) -> bool {
+    path.extension()
+        .and_then(|extension| extension.to_str())
+        .is_some_and(|extension| {
+            crate::input::format::Compression::of_extension(&extension.to_ascii_lowercase())
+                .is_some()
+        })
 }

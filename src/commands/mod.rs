@@ -8,5 +8,6 @@ pub mod generate;
 pub mod generate_fingerprints;
 pub mod plan;
 pub mod query;
+pub mod query_files;
 pub mod query_shell;
 pub mod report;

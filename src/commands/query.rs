@@ -267,7 +267,7 @@ pub async fn query_batches(
 /// A session with the project's functions, `--data`'s tables and `--index`'s tables.
 async fn query_context(options: &QueryOptions) -> Result<SessionContext> {
     // Files can be queried by path too: SELECT * FROM 'data/part-0.parquet'.
-    let ctx = crate::engine::session::session_context()?.enable_url_table();
+    let ctx = super::query_files::with_file_tables(crate::engine::session::session_context()?);
     if let Some(data) = &options.data {
         register_outputs(&ctx, data).await?;
     }
@@ -739,6 +739,12 @@ pub async fn summary_folder(data: &Path) -> Result<Place> {
 
 /// A local output's summary and the folders of the tables it holds.
 fn local_output(data: &Path) -> Result<(Summary, Vec<(String, String)>)> {
+    if !data.exists() {
+        return Err(Error::Input(format!(
+            "{}: no such folder (the --output of a neardup run)",
+            data.display()
+        )));
+    }
     if !is_output_dir(data) {
         return Err(Error::Input(format!(
             "{} is not a complete neardup output (no _SUCCESS and summary.json)",

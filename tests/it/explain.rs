@@ -154,7 +154,16 @@ fn explain_refuses_what_it_cannot_answer() {
         "{}",
         stderr(&not_an_output)
     );
-    for failed in [&unknown, &same, &one, &not_an_output] {
+    // A mistyped folder was "not a complete neardup output" too.
+    let typo = dir.path().join("out-typo");
+    let missing = neardup(&["explain", "--output", path_str(&typo), "3", "11"]);
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(
+        stderr(&missing).contains(&format!("{}: no such folder", typo.display())),
+        "{}",
+        stderr(&missing)
+    );
+    for failed in [&unknown, &same, &one, &not_an_output, &missing] {
         assert!(!stderr(failed).contains("panicked"), "{}", stderr(failed));
     }
 }

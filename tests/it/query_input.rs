@@ -174,4 +174,104 @@ fn out_takes_its_format_from_the_extension() {
     let text = dir.path().join("rows.txt");
     neardup_ok(&["query", "--out", path_str(&text), sql]);
     assert!(std::fs::read_to_string(&text).unwrap().contains("| n |"));
+    // A compressed name was written as the table, uncompressed.
+    let gz = dir.path().join("rows.csv.gz");
+    let refused = neardup(&["query", "--out", path_str(&gz), sql]);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("written uncompressed"),
+        "{}",
+        stderr(&refused)
+    );
+    assert!(!gz.exists());
+    neardup_ok(&["query", "--format", "csv", "--out", path_str(&gz), sql]);
+    assert_eq!(std::fs::read_to_string(&gz).unwrap(), "n\n1\n2\n3\n");
+}
+
+/// A corpus file named in a query reads as `run` reads it: JSON Lines by `.jsonl` or `.ndjson`,
+/// compressed too (DataFusion's own url tables answered "table not found"), and CSV columns as
+/// text with line breaks inside quoted values kept in their rows. A file that cannot be read is
+/// named with the reader's error.
+#[test]
+fn corpus_files_in_json_lines_and_csv_are_tables_by_their_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let jsonl = dir.path().join("pages.jsonl");
+    let lines = "{\"id\": 1, \"text\": \"one\"}\n{\"id\": 2, \"text\": \"two\"}\n\
+                 {\"id\": 3, \"text\": \"three\"}\n";
+    std::fs::write(&jsonl, lines).unwrap();
+    let ndjson = dir.path().join("pages.ndjson");
+    std::fs::write(&ndjson, lines).unwrap();
+    let gz = dir.path().join("pages.jsonl.gz");
+    neardup_ok(&[
+        "query",
+        &format!(
+            "COPY (SELECT * FROM '{}') TO '{}' STORED AS JSON \
+             OPTIONS ('format.compression' 'gzip')",
+            jsonl.display(),
+            gz.display()
+        ),
+    ]);
+    for file in [&jsonl, &ndjson, &gz] {
+        let sum = format!(
+            "SELECT count(*) AS n, sum(id) AS s FROM '{}'",
+            file.display()
+        );
+        assert_eq!(
+            neardup_ok(&["query", "--format", "csv", &sum]),
+            "n,s\n3,6\n",
+            "{}",
+            file.display()
+        );
+    }
+
+    // Past DataFusion's first chunk it failed ("unequal lengths between records").
+    let csv = dir.path().join("pages.csv");
+    let records: String = (0..2000)
+        .map(|i| format!("{i},\"line one of {i}\nline, two \"\"q\"\"\nthree\"\n"))
+        .collect();
+    std::fs::write(&csv, format!("id,text\n{records}")).unwrap();
+    let count = format!("SELECT count(*) AS n FROM '{}'", csv.display());
+    assert_eq!(
+        neardup_ok(&["query", "--format", "csv", &count]),
+        "n\n2000\n"
+    );
+    let last = neardup_ok(&[
+        "query",
+        "--format",
+        "ndjson",
+        &format!("SELECT id, text FROM '{}' WHERE id = '1999'", csv.display()),
+    ]);
+    assert_eq!(
+        last,
+        "{\"id\":\"1999\",\"text\":\"line one of 1999\\nline, two \\\"q\\\"\\nthree\"}\n"
+    );
+
+    let bad = dir.path().join("bad.jsonl");
+    std::fs::write(&bad, "{\"id\": 1}\n{not json\n").unwrap();
+    // A Parquet file cut short, and a file of no format DataFusion knows, were "table not
+    // found" or an error without the file's name.
+    let cut = dir.path().join("cut.parquet");
+    let sample = std::fs::read(crate::common::fixture("sample.parquet")).unwrap();
+    std::fs::write(&cut, &sample[..1000]).unwrap();
+    let notes = dir.path().join("notes.txt");
+    std::fs::write(&notes, "id,text\n").unwrap();
+    for (file, format, reason) in [
+        (
+            dir.path().join("missing.jsonl"),
+            " as JSON Lines",
+            "No files found",
+        ),
+        (bad, " as JSON Lines", "Json error"),
+        (cut, "", "Corrupt footer"),
+        (notes, "", "No file_format found with extension txt"),
+    ] {
+        let failed = neardup(&["query", &format!("SELECT * FROM '{}'", file.display())]);
+        let message = stderr(&failed);
+        assert_eq!(failed.status.code(), Some(1), "{message}");
+        assert!(
+            message.contains(&format!("reading '{}'{format}", file.display()))
+                && message.contains(reason),
+            "{message}"
+        );
+    }
 }
