@@ -61,6 +61,31 @@ pub fn report(summary: &Summary, output: &Place) {
         ),
     }
     crate::to_stdout!(
-        "Ask: neardup query --data {output} \"SELECT group_id, count(*) AS docs FROM groups GROUP BY 1 ORDER BY 2 DESC LIMIT 10\""
+        "Ask: neardup query --data {} \"SELECT group_id, count(*) AS docs FROM groups GROUP BY 1 ORDER BY 2 DESC LIMIT 10\"",
+        for_shell(&output.to_string())
     );
+}
+
+/// `text` as one word a POSIX shell reads back as it is: as it is where it holds only
+/// characters no shell treats specially, else in single quotes (`out/my run` was two words).
+fn for_shell(text: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "_./:@%+=,-".contains(c);
+    if !text.is_empty() && text.chars().all(plain) {
+        return text.to_string();
+    }
+    format!("'{}'", text.replace('\'', r"'\''"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::for_shell;
+
+    #[test]
+    fn a_path_is_quoted_only_where_a_shell_would_split_or_expand_it() {
+        assert_eq!(for_shell("out/sample"), "out/sample");
+        assert_eq!(for_shell("s3://lake/out-1"), "s3://lake/out-1");
+        assert_eq!(for_shell("out/my run"), "'out/my run'");
+        assert_eq!(for_shell("out/it's"), r"'out/it'\''s'");
+        assert_eq!(for_shell("out/$HOME"), "'out/$HOME'");
+    }
 }

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use datafusion::arrow::array::{ArrayBuilder, AsArray, RecordBatch, StringBuilder};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::parquet::arrow::ArrowWriter;
-use datafusion::prelude::{ParquetReadOptions, SessionContext};
+use datafusion::prelude::SessionContext;
 
 use crate::engine::partial_file::{Existing, PartialFile, check_target};
 use crate::engine::sql::quote_ident;
@@ -324,13 +324,13 @@ const TRUTH_ROLE: &str = "--truth";
 async fn read_sources(options: &GenerateOptions) -> Result<Vec<(String, String)>> {
     let ctx = SessionContext::new();
     let location = options.input.display().to_string();
-    ctx.register_parquet(
-        "source",
-        &location,
-        ParquetReadOptions::default().file_extension(""),
-    )
-    .await
-    .context(|| format!("reading {location}"))?;
+    // Read as `run` reads a file: JSON Lines and CSV by their names, else Parquet.
+    let source = crate::input::format::FileFormat::of_file(&location, None)
+        .read(&ctx, &location)
+        .await
+        .context(|| format!("reading {location}"))?;
+    ctx.register_table("source", source.into_view())
+        .context(|| format!("reading {location}"))?;
     let sql = format!(
         "SELECT arrow_cast({id}, 'Utf8'), arrow_cast({text}, 'Utf8') FROM source \
          WHERE {text} IS NOT NULL AND trim({text}) <> '' ORDER BY 1 LIMIT {}",

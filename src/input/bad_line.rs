@@ -61,18 +61,21 @@ pub async fn first_line_of_wrong_kind(
     found_by(check, ctx, location, compression).await
 }
 
-/// The first line of the file at `location` with a value of `columns` that the JSON reader would
-/// silently read as another number (`super::whole_numbers`), numbered from 1, with what the
-/// value is; `None` when no line has one, or the file cannot be read again. Unlike the others,
-/// this check runs before any error: the reader reports none for such a value.
+/// The first line of the file at `location` that the JSON reader would silently change
+/// (`super::whole_numbers`): a value of `columns` read as another number, or a top-level key
+/// not among `names` (the file's columns), whose values it drops. Numbered from 1, with what
+/// is changed; `None` when no line has one, or the file cannot be read again. Unlike the
+/// others, this check runs before any error: the reader reports none for such a line.
 pub async fn first_line_changed(
     ctx: &SessionContext,
     location: &str,
     compression: Compression,
     columns: Vec<WholeColumn>,
+    names: Vec<String>,
 ) -> Option<(u64, String)> {
     let check = JsonLines {
         whole: columns,
+        names,
         ..JsonLines::default()
     };
     found_by(check, ctx, location, compression).await
@@ -159,9 +162,10 @@ struct JsonLines {
     gave_up: bool,
     /// A field whose value must also be of a kind, in a line that is one JSON object.
     field: Option<FieldKind>,
-    /// Whole-number columns whose values must be read as written; when there are some, only
-    /// they are checked.
+    /// Whole-number columns whose values must be read as written, and the file's columns, of
+    /// which every key must be one; when there are some, only they are checked.
     whole: Vec<WholeColumn>,
+    names: Vec<String>,
 }
 
 impl Default for JsonLines {
@@ -172,6 +176,7 @@ impl Default for JsonLines {
             gave_up: false,
             field: None,
             whole: Vec::new(),
+            names: Vec::new(),
         }
     }
 }
@@ -370,8 +375,9 @@ impl JsonLines {
         if line.iter().all(u8::is_ascii_whitespace) {
             return None;
         }
-        if !self.whole.is_empty() {
-            let why = whole_numbers::changed_in_line(&self.whole, line)?;
+        if !self.names.is_empty() {
+            let why = whole_numbers::unknown_key_in_line(&self.names, line)
+                .or_else(|| whole_numbers::changed_in_line(&self.whole, line))?;
             return Some((self.number, why));
         }
         type Object = serde_json::Map<String, serde_json::Value>;

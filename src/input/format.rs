@@ -74,7 +74,7 @@ pub enum Compression {
 }
 
 impl Compression {
-    fn of_extension(extension: &str) -> Option<Compression> {
+    pub(crate) fn of_extension(extension: &str) -> Option<Compression> {
         match extension {
             "gz" | "gzip" => Some(Compression::Gzip),
             "zst" | "zstd" => Some(Compression::Zstd),

@@ -266,6 +266,7 @@ fn expand(input: &str, format: Option<Format>) -> Result<Vec<PathBuf>> {
                 described(format)
             )));
         }
+        warn_left_out(input, &names, &keep, format);
         return Ok(keep.into_iter().map(|i| files[i].clone()).collect());
     }
     if input.contains(['*', '?', '[']) {
@@ -313,6 +314,34 @@ pub fn folder_files(names: &[String], format: Option<Format>) -> Vec<usize> {
         }
     }
     Vec::new()
+}
+
+/// Says on standard error which corpus files of a folder (by name) are not read because the
+/// folder's files of another format were taken (`folder_files`), when no format was asked for.
+pub fn warn_left_out(input: &str, names: &[String], keep: &[usize], format: Option<Format>) {
+    let (Some(&first), None) = (keep.first(), format) else {
+        return;
+    };
+    let read = FileFormat::of_name(&names[first]).map(|f| f.format);
+    let left: Vec<&str> = (names.iter())
+        .filter(|name| FileFormat::of_name(name).is_some_and(|f| Some(f.format) != read))
+        .map(String::as_str)
+        .collect();
+    if left.is_empty() {
+        return;
+    }
+    let listed = left.iter().take(3).copied().collect::<Vec<_>>().join(", ");
+    let more = match left.len() {
+        n if n > 3 => format!(" and {} more", n - 3),
+        _ => String::new(),
+    };
+    crate::to_stderr!(
+        "neardup: input folder {input}: reading its {} files only; {} file(s) of another format \
+         are not read ({listed}{more}). A folder's corpus is its files of one format: name the \
+         others, or give --input-format",
+        read.map_or("", |f| f.name()),
+        left.len()
+    );
 }
 
 /// "Parquet, JSON Lines or CSV", or the one format asked for, for messages.
@@ -798,8 +827,18 @@ impl Corpus {
                 &id_type,
             )));
         }
+        // The JSON reader infers Float64 for integers beyond Int64 (hashes, 64-bit ids).
+        let json_float = id_type == DataType::Float64
+            && (self.formats.iter()).any(|format| format.format == format::Format::JsonLines);
+        let hint = match json_float {
+            true => {
+                " (in JSON Lines, integers beyond Int64, such as unsigned 64-bit ids, are read \
+                 as floats: write the ids as strings)"
+            }
+            false => "",
+        };
         Err(Error::Input(format!(
-            "{}: id column '{name}' has type {id_type}; ids must be integers or strings",
+            "{}: id column '{name}' has type {id_type}; ids must be integers or strings{hint}",
             self.files[0]
         )))
     }
@@ -956,9 +995,17 @@ fn read_schema(file: &Path) -> Result<(SchemaRef, u64, u64)> {
             file.display()
         )));
     }
+    // A name that says no format was read as Parquet: say how to read it as another.
+    let unnamed = match format::FileFormat::of_name(&file.to_string_lossy()) {
+        None => {
+            " (its name says no format, so it was read as Parquet; give --input-format \
+                 jsonl or csv for another)"
+        }
+        Some(_) => "",
+    };
     let unreadable = |why: String| {
         Error::Input(format!(
-            "{} is not a readable Parquet file: {why}",
+            "{} is not a readable Parquet file{unnamed}: {why}",
             file.display()
         ))
     };
@@ -1066,14 +1113,20 @@ fn in_text(compression: format::Compression) -> &'static str {
     }
 }
 
-/// Refuses a JSON Lines file in which a whole-number column holds a value the reader would read
-/// as another number without an error (`whole_numbers`), naming the file, the line and the
-/// value. Each JSON Lines file of a corpus with such columns is read once more for it.
-pub async fn refuse_changed_numbers(ctx: &SessionContext, corpus: &Corpus) -> Result<()> {
-    let columns = whole_numbers::whole_columns(&corpus.schema);
-    if columns.is_empty() {
-        return Ok(());
-    }
+/// Refuses a JSON Lines file that the reader would read changed without an error
+/// (`whole_numbers`): a whole-number column's value read as another number, or a key that is
+/// no column (first written after the lines the columns were inferred from), whose values it
+/// drops. Names the file, the line and the value or key. Each JSON Lines file is read once more
+/// for it.
+pub async fn refuse_silent_changes(ctx: &SessionContext, corpus: &Corpus) -> Result<()> {
+    let partitions = &corpus.partition_columns;
+    let file_columns: Vec<_> = (corpus.schema.fields().iter())
+        .filter(|field| !partitions.contains(field.name()))
+        .cloned()
+        .collect();
+    let schema = Schema::new(file_columns);
+    let columns = whole_numbers::whole_columns(&schema);
+    let names: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
     for (file, format) in corpus.files.iter().zip(&corpus.formats) {
         if format.format != Format::JsonLines {
             continue;
@@ -1082,26 +1135,36 @@ pub async fn refuse_changed_numbers(ctx: &SessionContext, corpus: &Corpus) -> Re
         let Some(text) = bad_line::read_again(ctx, &location, format.compression).await else {
             continue;
         };
-        if whole_numbers::first_changed_row(text, &columns)
-            .await
-            .is_none()
-        {
+        let Some(change) = whole_numbers::first_change(text, &schema, &columns).await else {
             continue;
-        }
+        };
+        let why = "The reader takes a file's columns and their types from its first 1,000 \
+                   lines: give every line the same keys and each column's values one kind, or \
+                   convert the file to Parquet with the columns it should have";
         // Read once more, line by line, to name the line. Found there or not at all: the row
         // held a string (the reader refuses one that is not an integer itself, naming it), or
         // a number serde does not take (`-.5`, which the reader does; not checked).
-        let changed =
-            bad_line::first_line_changed(ctx, &location, format.compression, columns.clone());
-        let Some((line, why)) = changed.await else {
-            continue;
-        };
-        let at = format!("line {line}{}", in_text(format.compression));
-        return Err(Error::Input(format!(
-            "{location} {at}: {why}. The reader takes a column's type from the file's first \
-             1,000 lines: give the column's values one kind throughout the file, or convert it \
-             to Parquet with the type the column should have"
-        )));
+        let changed = bad_line::first_line_changed(
+            ctx,
+            &location,
+            format.compression,
+            columns.clone(),
+            names.clone(),
+        );
+        if let Some((line, what)) = changed.await {
+            let at = format!("line {line}{}", in_text(format.compression));
+            return Err(Error::Input(format!("{location} {at}: {what}. {why}")));
+        }
+        // A field inside an object is named by the decoder, with the rows it was decoding.
+        if let whole_numbers::Change::Field { from_row, what } = change {
+            let first = from_row + 1;
+            return Err(Error::Input(format!(
+                "{location}: a line from line {first}{} on has a field the columns inferred \
+                 from the first lines do not hold, whose values the reader would drop ({what}). \
+                 {why}",
+                in_text(format.compression)
+            )));
+        }
     }
     Ok(())
 }

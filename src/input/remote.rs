@@ -76,6 +76,7 @@ pub async fn expand(url: &Url, format: Option<Format>) -> Result<Vec<(Url, FileF
         };
         return Err(Error::Input(format!("input {url} holds {what}")));
     }
+    super::warn_left_out(url.as_str(), &names, &keep, format);
     Ok(keep
         .into_iter()
         .map(|i| {

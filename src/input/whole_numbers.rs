@@ -1,10 +1,10 @@
-//! Whole-number columns of JSON Lines files, read without a silent change. The JSON reader
-//! infers a column's type from a file's first lines; where those hold whole numbers the column
-//! is Int64, and a later number that is not one (`5000.5`, `-9223372036854775809`) is cut to
-//! fit without an error (arrow-json's fallback through a 64-bit float; a string such as `"2.5"`
-//! is the reader's own error). A run would then give ids and dedup rows values the input does
-//! not hold, so every line's values of such columns are checked against what the reader makes
-//! of them.
+//! JSON Lines files read without a silent change. The JSON reader infers a file's columns from
+//! its first lines. Where those hold whole numbers the column is Int64, and a later number that
+//! is not one (`5000.5`, `-9223372036854775809`) is cut to fit without an error (arrow-json's
+//! fallback through a 64-bit float; a string such as `"2.5"` is the reader's own error); and a
+//! key first written after those lines is no column, and its values are dropped. A run would
+//! then give ids and dedup rows values the input does not hold, or lose them, so every line is
+//! checked against what the reader makes of it.
 //!
 //! The check reads the file with the JSON reader's own decoder, the columns as text (a number
 //! as written), in 4 MiB chunks: over 229 MB of pages it made the id check 0.29-0.33 s against
@@ -40,36 +40,73 @@ impl WholeColumn {
 /// Rows decoded at a time.
 const BATCH_ROWS: usize = 8192;
 
-/// The first row, from 0, of the JSON Lines text `text` with a value of `columns` that the
-/// reader may read as another number; `None` when there is none, or the decoder stops (on text
-/// the reader refuses itself, with its own error). The decoder gives numbers and strings alike
-/// as text: a string found here (which the reader refuses itself) is told apart by the line's
-/// check (`changed_in_line`).
-pub async fn first_changed_row(
+/// What the JSON reader would change without an error, found first in a file by
+/// `first_change`.
+#[derive(Debug, PartialEq)]
+pub enum Change {
+    /// A whole-number column's value in this row (from 0) may be read as another number.
+    Number(u64),
+    /// A field that is not one of the file's columns (a key first written after the lines the
+    /// columns were inferred from), which the reader drops, in the rows from `from_row` on;
+    /// `what` is the decoder's message, which names the field.
+    Field { from_row: u64, what: String },
+}
+
+/// The first change in the JSON Lines text `text` whose columns are `schema` (as inferred,
+/// without partition columns), `columns` its whole-number ones; `None` when there is none, or
+/// the decoder stops on text the reader refuses itself, with its own error. The decoder gives
+/// the whole-number columns' numbers and strings alike as text: a string found here (which the
+/// reader refuses itself) is told apart by the line's check (`changed_in_line`). Its strict
+/// mode refuses any field the schema does not have, inside objects too.
+pub async fn first_change(
     mut text: BoxStream<'static, datafusion::error::Result<Bytes>>,
+    schema: &Schema,
     columns: &[WholeColumn],
-) -> Option<u64> {
-    let fields: Vec<Field> = columns
-        .iter()
-        .map(|c| Field::new(&c.name, as_text(&c.data_type), true))
+) -> Option<Change> {
+    let mut whole = Vec::new();
+    let fields: Vec<Field> = (schema.fields().iter().enumerate())
+        .map(
+            |(at, field)| match columns.iter().find(|c| &c.name == field.name()) {
+                Some(column) => {
+                    whole.push(at);
+                    Field::new(&column.name, as_text(&column.data_type), true)
+                }
+                None => field.as_ref().clone().with_nullable(true),
+            },
+        )
         .collect();
-    // Numbers as written; fields of other columns are passed over.
+    // Whole numbers as written; no field beyond the schema.
     let mut decoder = ReaderBuilder::new(Arc::new(Schema::new(fields)))
         .with_coerce_primitive(true)
+        .with_strict_mode(true)
         .with_batch_size(BATCH_ROWS)
         .build_decoder()
         .ok()?;
     let mut rows = 0;
+    // `Err` where the decoder stopped on something else.
     let mut check = |decoder: &mut datafusion::arrow::json::reader::Decoder| {
-        let batch = decoder.flush().ok()??;
-        let found = batch
-            .columns()
-            .iter()
-            .filter_map(|column| first_changed_in(column.as_ref()))
+        let batch = match decoder.flush() {
+            Ok(Some(batch)) => batch,
+            Ok(None) => return Ok(None),
+            Err(error) if error.to_string().contains("missing from schema") => {
+                let what = error.to_string();
+                let what = what
+                    .strip_prefix("Json error: ")
+                    .unwrap_or(&what)
+                    .to_string();
+                return Ok(Some(Change::Field {
+                    from_row: rows,
+                    what,
+                }));
+            }
+            Err(_) => return Err(()),
+        };
+        let found = (whole.iter())
+            .filter_map(|&at| first_changed_in(batch.column(at).as_ref()))
             .min();
         let first = rows;
         rows += batch.num_rows() as u64;
-        found.map(|row| first + row as u64)
+        Ok(found.map(|row| Change::Number(first + row as u64)))
     };
     while let Some(chunk) = text.next().await {
         let chunk = chunk.ok()?;
@@ -79,13 +116,28 @@ pub async fn first_changed_row(
             rest = &rest[read..];
             // The decoder stops short when it holds a batch's rows.
             if !rest.is_empty()
-                && let Some(row) = check(&mut decoder)
+                && let Some(change) = check(&mut decoder).ok()?
             {
-                return Some(row);
+                return Some(change);
             }
         }
     }
-    check(&mut decoder)
+    check(&mut decoder).ok()?
+}
+
+/// The first top-level key of the JSON Lines line `line` that is not among `names` (the file's
+/// columns), described for an error; `None` for a line without one, and for a line that is not
+/// one JSON object.
+pub fn unknown_key_in_line(names: &[String], line: &[u8]) -> Option<String> {
+    let object: std::collections::HashMap<String, &RawValue> = serde_json::from_slice(line).ok()?;
+    let mut keys: Vec<&String> = object.keys().filter(|k| !names.contains(k)).collect();
+    keys.sort();
+    let key = crate::error::echo(keys.first()?);
+    let listed = names.join(", ");
+    Some(format!(
+        "it has the key \"{key}\", which is not among the columns inferred from the first lines \
+         ({listed}), and the reader would drop its values"
+    ))
 }
 
 /// `data_type` with text for Int64.
@@ -342,31 +394,42 @@ mod tests {
         assert!(found.contains("read it as 9007199254740994"), "{found}");
     }
 
-    /// `first_changed_row` over `text` in chunks of `size` bytes.
-    fn first_row_in_chunks(text: &str, size: usize, columns: &[WholeColumn]) -> Option<u64> {
+    /// `first_change` over `text` in chunks of `size` bytes.
+    fn change_in_chunks(text: &str, size: usize, schema: &Schema) -> Option<Change> {
         let chunks: Vec<datafusion::error::Result<Bytes>> = text
             .as_bytes()
             .chunks(size)
             .map(|chunk| Ok(Bytes::copy_from_slice(chunk)))
             .collect();
         let text = futures::stream::iter(chunks).boxed();
-        futures::executor::block_on(first_changed_row(text, columns))
+        let columns = whole_columns(schema);
+        futures::executor::block_on(first_change(text, schema, &columns))
+    }
+
+    fn pages_schema() -> Schema {
+        let list = DataType::List(Arc::new(Field::new("item", DataType::Int64, true)));
+        Schema::new(vec![
+            Field::new("id", DataType::Int64, true),
+            Field::new("text", DataType::Utf8, true),
+            Field::new("n", list, true),
+        ])
     }
 
     #[test]
     fn the_first_changed_row_is_found_across_chunks_and_batches() {
-        let list = DataType::List(Arc::new(Field::new("item", DataType::Int64, true)));
-        let columns = whole_columns(&Schema::new(vec![
-            Field::new("id", DataType::Int64, true),
-            Field::new("n", list, true),
-        ]));
-        // Two and a half batches of rows; the text column is not decoded.
+        let schema = pages_schema();
+        let first_row = |text: &str, size: usize| match change_in_chunks(text, size, &schema) {
+            Some(Change::Number(row)) => Some(row),
+            None => None,
+            other => panic!("{other:?}"),
+        };
+        // Two and a half batches of rows.
         let rows = 2 * BATCH_ROWS + BATCH_ROWS / 2;
         let line =
             |i: usize, id: &str| format!("{{\"id\":{id},\"text\":\"p{i}\",\"n\":[{i},1e2]}}\n");
         let good: String = (0..rows).map(|i| line(i, &i.to_string())).collect();
         for size in [7, 4096, 1 << 20] {
-            assert_eq!(first_row_in_chunks(&good, size, &columns), None, "{size}");
+            assert_eq!(first_row(&good, size), None, "{size}");
         }
         for bad in [0, BATCH_ROWS - 1, BATCH_ROWS, rows - 1] {
             let text: String = (0..rows)
@@ -376,22 +439,54 @@ mod tests {
                 })
                 .collect();
             for size in [7, 4096, 1 << 20] {
-                let found = first_row_in_chunks(&text, size, &columns);
-                assert_eq!(found, Some(bad as u64), "{bad} {size}");
+                assert_eq!(first_row(&text, size), Some(bad as u64), "{bad} {size}");
             }
         }
         // In a list, after a good batch.
         let text = format!("{good}{{\"id\":1,\"n\":[2,[3]]}}\n{{\"id\":2,\"n\":[2,0.5]}}\n");
         assert_eq!(
-            first_row_in_chunks(&text, 4096, &columns),
+            first_row(&text, 4096),
             None,
             "a list in a list is text the decoder refuses: the reader names it"
         );
         let text = format!("{good}{{\"id\":2,\"n\":[2,0.5]}}\n");
-        assert_eq!(
-            first_row_in_chunks(&text, 4096, &columns),
-            Some(rows as u64)
-        );
+        assert_eq!(first_row(&text, 4096), Some(rows as u64));
+    }
+
+    #[test]
+    fn a_key_that_is_no_column_is_found_with_its_batch() {
+        let schema = pages_schema();
+        let line = |i: usize| format!("{{\"id\":{i},\"text\":\"p{i}\"}}\n");
+        let mut text: String = (0..BATCH_ROWS + 10).map(line).collect();
+        assert_eq!(change_in_chunks(&text, 4096, &schema), None);
+        text.push_str("{\"id\":1,\"text\":\"late\",\"lang\":\"de\"}\n");
+        match change_in_chunks(&text, 4096, &schema) {
+            Some(Change::Field { from_row, what }) => {
+                assert_eq!(from_row, BATCH_ROWS as u64);
+                assert!(what.contains("'lang' missing from schema"), "{what}");
+            }
+            other => panic!("{other:?}"),
+        }
+        // Inside an object too.
+        let nested = Schema::new(vec![
+            Field::new("id", DataType::Int64, true),
+            Field::new(
+                "meta",
+                DataType::Struct(vec![Field::new("a", DataType::Utf8, true)].into()),
+                true,
+            ),
+        ]);
+        let text = "{\"id\":1,\"meta\":{\"a\":\"x\"}}\n{\"id\":2,\"meta\":{\"a\":\"y\",\"b\":1}}\n";
+        match change_in_chunks(text, 4096, &nested) {
+            Some(Change::Field { from_row: 0, what }) => {
+                assert!(what.contains("'b' missing from schema"), "{what}")
+            }
+            other => panic!("{other:?}"),
+        }
+        let names = ["id".to_string(), "text".to_string()];
+        let why = unknown_key_in_line(&names, br#"{"id":1,"text":"x","lang":"de"}"#).unwrap();
+        assert!(why.starts_with("it has the key \"lang\""), "{why}");
+        assert_eq!(unknown_key_in_line(&names, br#"{"id":1}"#), None);
     }
 
     #[test]

@@ -136,6 +136,26 @@ impl Keep {
                     )));
                 };
                 let data_type = field.data_type();
+                let text = match data_type {
+                    DataType::Dictionary(_, values) => values.as_ref(),
+                    other => other,
+                };
+                if crate::input::is_string(text) {
+                    // Strings order as text: "9" after "10", "12/30/2025" after "01/02/2026".
+                    let csv = (corpus.formats.iter())
+                        .any(|f| f.format == crate::input::format::Format::Csv);
+                    let all_text = if csv {
+                        " (CSV columns are all text)"
+                    } else {
+                        ""
+                    };
+                    crate::to_stderr!(
+                        "neardup: --keep {self}: column '{column}' holds text{all_text}, which is \
+                         compared as text, character by character (\"9\" above \"10\"; dates \
+                         only in a form such as 2026-01-31); for numbers or times, give the \
+                         column as numbers or times (Parquet or JSON Lines)"
+                    );
+                }
                 if orders(data_type) {
                     Ok(())
                 } else {

@@ -247,12 +247,19 @@ fn partition_clause(corpus: &Corpus, columns: &[String]) -> Result<String> {
                 corpus.column_names()
             )));
         }
-        // DataFusion takes the names in PARTITIONED BY as written, quotes included.
-        if !column.chars().all(|c| c.is_alphanumeric() || c == '_') {
+        // DataFusion takes the names in PARTITIONED BY as written, quotes included; and it
+        // writes a name of other letters percent-encoded into the folder names (`%E6%97%A5=zh`),
+        // which readers of Hive folders, DataFusion's and delta-rs's included, do not decode:
+        // the dedup table read as empty, and a Delta table got no files.
+        if !column
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_')
+        {
             return Err(Error::Usage(format!(
-                "--partition-by {column}: partition columns are written as folder names; use a \
-                 column whose name has only letters, digits and '_' (rename it first with \
-                 neardup query)"
+                "--partition-by {}: partition columns are written as folder names; use a \
+                 column whose name has only ASCII letters, digits and '_' (rename it first \
+                 with neardup query)",
+                crate::error::echo(column)
             )));
         }
     }
@@ -394,7 +401,7 @@ pub async fn check_ids(
         async move {
             match on_cluster {
                 true => Ok(()),
-                false => input::refuse_changed_numbers(&ctx, &corpus).await,
+                false => input::refuse_silent_changes(&ctx, &corpus).await,
             }
         }
     });
@@ -613,6 +620,7 @@ mod tests {
 
     #[test]
     fn partition_columns_are_checked_before_any_work() {
+        let lettered = corpus(&["id", "text", "日期", "spr\u{e5}k"]);
         let corpus = corpus(&["id", "text", "dt"]);
         let names = |list: &[&str]| list.iter().map(|c| c.to_string()).collect::<Vec<_>>();
         let clause = partition_clause(&corpus, &names(&["dt"])).unwrap();
@@ -632,6 +640,12 @@ mod tests {
         let err = partition_clause(&corpus, &names(&["id", "text", "dt"])).unwrap_err();
         assert_eq!(err.exit_code(), 2);
         assert!(err.to_string().contains("all the input's columns"), "{err}");
+        // Names of other letters were written percent-encoded, and read back as no rows.
+        for name in ["日期", "spr\u{e5}k"] {
+            let err = partition_clause(&lettered, &names(&[name])).unwrap_err();
+            assert_eq!(err.exit_code(), 2);
+            assert!(err.to_string().contains("only ASCII letters"), "{err}");
+        }
     }
 
     #[test]

@@ -88,6 +88,52 @@ fn a_file_that_is_not_parquet_is_named() {
         "{message}"
     );
     assert!(!message.contains("panicked"), "{message}");
+    // A name that says no format is read as Parquet, and the message says how to read it as
+    // another.
+    let tsv = dir.path().join("notes.tsv");
+    std::fs::write(&tsv, "id\ttext\n1\thello\n").unwrap();
+    let result = neardup(&[
+        "run",
+        "--input",
+        path_str(&tsv),
+        "--output",
+        path_str(&dir.path().join("out")),
+    ]);
+    assert_eq!(result.status.code(), Some(1));
+    let message = stderr(&result);
+    assert!(
+        message.contains("notes.tsv is not a readable Parquet file (its name says no format")
+            && message.contains("--input-format jsonl or csv"),
+        "{message}"
+    );
+}
+
+/// JSON Lines ids beyond Int64 are inferred as floats: the refusal says why and what to do.
+#[test]
+fn json_ids_beyond_int64_are_refused_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("pages.jsonl");
+    std::fs::write(
+        &input,
+        "{\"id\":12345678901234567890,\"text\":\"alpha beta gamma\"}\n\
+         {\"id\":12345678901234567891,\"text\":\"one two three\"}\n",
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    let result = neardup(&[
+        "run",
+        "--input",
+        path_str(&input),
+        "--output",
+        path_str(&out),
+    ]);
+    assert_eq!(result.status.code(), Some(1));
+    let message = stderr(&result);
+    assert!(
+        message.contains("has type Float64") && message.contains("write the ids as strings"),
+        "{message}"
+    );
+    assert!(!out.exists());
 }
 
 #[test]

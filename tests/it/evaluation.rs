@@ -205,6 +205,29 @@ fn generated_corpus_is_deterministic_and_scores_against_its_truth() {
         std::fs::read(&b).unwrap(),
         "same seed, same corpus"
     );
+    // A JSON Lines copy of the sample gives the same corpus: generate reads it as run does.
+    let jsonl = dir.path().join("sample.jsonl");
+    let all = format!("SELECT * FROM '{}'", sample.display());
+    neardup_ok(&["query", "--out", path_str(&jsonl), &all]);
+    let from_jsonl = dir.path().join("j.parquet");
+    neardup_ok(&[
+        "generate",
+        "--input",
+        path_str(&jsonl),
+        "--output",
+        path_str(&from_jsonl),
+        "--truth",
+        path_str(&dir.path().join("j-truth.parquet")),
+        "--max-copies",
+        "3",
+        "--seed",
+        "7",
+    ]);
+    assert_eq!(
+        std::fs::read(&a).unwrap(),
+        std::fs::read(&from_jsonl).unwrap(),
+        "the same sources, the same corpus"
+    );
     let (c, _) = make("c", "8");
     assert_ne!(
         std::fs::read(&a).unwrap(),

@@ -371,3 +371,43 @@ fn rules_that_cannot_apply_are_refused_before_any_work() {
         assert!(!stderr(output).contains("panicked"), "{}", stderr(output));
     }
 }
+
+/// A rule over a text column compares text: "9" above "10". That is said on standard error
+/// (CSV columns are all text), and the rule is applied as before.
+#[test]
+fn a_rule_over_text_says_it_compares_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = "the quick brown fox jumps over the lazy dog near the river bank on a sunny \
+                afternoon in the middle of summer while children play";
+    let input = dir.path().join("scores.csv");
+    std::fs::write(
+        &input,
+        format!("id,score,text\na,10,{text}\nb,9,{text}\nc,100,{text}\n"),
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    let run = neardup(&[
+        "run",
+        "--input",
+        path_str(&input),
+        "--output",
+        path_str(&out),
+        "--keep",
+        "max:score",
+    ]);
+    let message = stderr(&run);
+    assert_eq!(run.status.code(), Some(0), "{message}");
+    assert!(
+        message.contains("column 'score' holds text (CSV columns are all text)"),
+        "{message}"
+    );
+    let kept = neardup_ok(&[
+        "query",
+        "--data",
+        path_str(&out),
+        "--format",
+        "csv",
+        "SELECT id FROM dedup",
+    ]);
+    assert_eq!(kept, "id\nb\n");
+}

@@ -354,3 +354,43 @@ fn a_full_temporary_folder_is_named_with_tmpdir() {
     );
     assert!(!dir.path().join("out").exists());
 }
+
+/// A folder's corpus is its files of one format; the others beside them were passed over
+/// without a word. They are named on standard error, and the run reads what it read before.
+#[test]
+fn files_of_another_format_in_an_input_folder_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("mixed");
+    std::fs::create_dir_all(&folder).unwrap();
+    std::fs::write(
+        folder.join("a.jsonl"),
+        "{\"id\":1,\"text\":\"alpha beta gamma delta\"}\n{\"id\":2,\"text\":\"one two three four\"}\n",
+    )
+    .unwrap();
+    std::fs::write(folder.join("b.csv"), "id,text\n3,\"a page of its own\"\n").unwrap();
+    let out = dir.path().join("out");
+    let run = neardup(&[
+        "run",
+        "--input",
+        path_str(&folder),
+        "--output",
+        path_str(&out),
+    ]);
+    let message = stderr(&run);
+    assert_eq!(run.status.code(), Some(0), "{message}");
+    assert!(
+        message.contains(
+            "reading its JSON Lines files only; 1 file(s) of another format are not read ("
+        ) && message.contains("b.csv)"),
+        "{message}"
+    );
+    let count = neardup_ok(&[
+        "query",
+        "--data",
+        path_str(&out),
+        "--format",
+        "csv",
+        "SELECT count(*) AS n FROM signatures",
+    ]);
+    assert_eq!(count, "n\n2\n");
+}

@@ -839,6 +839,79 @@ fn a_whole_number_column_is_not_cut_to_fit() {
     assert_eq!(ids, format!("n,total\n1200,{}\n", (0..1_200).sum::<i64>()));
 }
 
+/// A JSON Lines key first written after the lines the reader infers the columns from was no
+/// column: its values were dropped from dedup without a word. It is named with its line, in a
+/// compressed file too; the same key within the first lines is a column and reaches dedup.
+#[test]
+fn a_key_first_written_after_the_inferred_lines_is_not_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("pages.jsonl");
+    let write = |lang_from: usize| {
+        let lines: String = (0..1_200)
+            .map(|i| {
+                let lang = if i >= lang_from {
+                    ",\"lang\":\"de\""
+                } else {
+                    ""
+                };
+                // Words of their own: no two pages are near duplicates.
+                let words: Vec<String> = (0..12).map(|j| format!("w{}", i * 13 + j)).collect();
+                let text = words.join(" ");
+                format!("{{\"id\":{i},\"text\":\"{text}\"{lang}}}\n")
+            })
+            .collect();
+        std::fs::write(&input, lines).unwrap();
+    };
+    write(1_100);
+    let out = dir.path().join("out");
+    let run = |input: &Path| {
+        neardup(&[
+            "run",
+            "-q",
+            "--input",
+            path_str(input),
+            "--output",
+            path_str(&out),
+        ])
+    };
+    let failed = run(&input);
+    let message = stderr(&failed);
+    assert_eq!(failed.status.code(), Some(1), "{message}");
+    assert!(
+        message.contains(&format!(
+            "{} line 1101: it has the key \"lang\", which is not among the columns",
+            path_str(&input)
+        )) && message.contains("(id, text)"),
+        "{message}"
+    );
+    assert!(!out.exists(), "a refused run writes nothing");
+    let gz = dir.path().join("pages.jsonl.gz");
+    let gzip = std::process::Command::new("gzip")
+        .arg("-k")
+        .arg(&input)
+        .status()
+        .unwrap();
+    assert!(gzip.success() && gz.is_file());
+    let message = stderr(&run(&gz));
+    assert!(
+        message.contains("line 1101 of the uncompressed text: it has the key \"lang\""),
+        "{message}"
+    );
+    // Within the first lines the key is a column; lines without it hold NULL.
+    write(900);
+    assert_eq!(run(&input).status.code(), Some(0));
+    let langs = neardup_ok(&[
+        "query",
+        "--data",
+        path_str(&out),
+        "--format",
+        "csv",
+        "SELECT count(*) FILTER (WHERE (id >= 900) <> (lang IS NOT NULL)) AS wrong, \
+         count(lang) > 250 AS most FROM dedup",
+    ]);
+    assert_eq!(langs, "wrong,most\n0,true\n");
+}
+
 /// An input column named as the column the job numbers the rows in was refused by DataFusion
 /// as an ambiguous name in a view's statement; it is named before any work.
 #[test]
