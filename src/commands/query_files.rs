@@ -1,11 +1,10 @@
-//! Files named in a query (`SELECT * FROM 'pages.jsonl.gz'`). A corpus in JSON Lines or CSV is
-//! read as `run` reads it (`crate::input::format`: `.jsonl`, `.ndjson`, `.json` and `.csv`,
-//! compressed or not; CSV columns all text from the header row, line breaks inside quoted
-//! values kept). Everything else (Parquet, folders, Arrow, Avro) goes to DataFusion's own url
-//! tables. Those do not know `.jsonl` or `.ndjson`, fail on CSV files with line breaks inside
-//! quoted values once they read them in chunks, and answer "table not found" for a file whose
-//! format they cannot tell; here every file that cannot be read gets the reader's error with
-//! the file's name.
+//! Files named in a query (`SELECT * FROM 'pages.jsonl.gz'`). DataFusion's own url tables read
+//! them (Parquet, CSV, `.json`, folders and patterns), with two exceptions read as `run` reads a
+//! corpus file (`crate::input::format`): JSON Lines named `.jsonl` or `.ndjson` (compressed or
+//! not), which DataFusion does not know, and a CSV file whose columns DataFusion cannot infer
+//! (line breaks inside quoted values), whose columns are then text. DataFusion answers "table
+//! not found" for a file whose format it cannot tell and leaves its errors unnamed; here a file
+//! that is there but cannot be read is an error with the file's name.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -19,7 +18,7 @@ use datafusion::execution::SessionStateBuilder;
 use datafusion::execution::context::SessionState;
 use datafusion::prelude::SessionContext;
 
-use crate::input::format::{FileFormat, Format};
+use crate::input::format::{FileFormat, Format, is_plain_json};
 
 /// The session with files as tables by their path, like DataFusion's `enable_url_table`.
 pub fn with_file_tables(ctx: SessionContext) -> SessionContext {
@@ -52,30 +51,32 @@ struct FileTables {
 #[async_trait]
 impl UrlTableFactory for FileTables {
     async fn try_new(&self, name: &str) -> DfResult<Option<Arc<dyn TableProvider>>> {
-        let reading = |format: &str, e| {
-            DataFusionError::Context(format!("reading '{name}'{format}"), Box::new(e))
-        };
-        if let Some(file) = FileFormat::of_name(name).filter(|file| file.format != Format::Parquet)
-        {
-            let ctx = SessionContext::new_with_state(self.state()?);
-            let frame = file
-                .read(&ctx, name)
-                .await
-                .map_err(|e| reading(&format!(" as {}", file.format.name()), e))?;
-            return Ok(Some(frame.into_view()));
+        let reading = |e| DataFusionError::Context(format!("reading '{name}'"), Box::new(e));
+        let file = FileFormat::of_name(name).filter(|_| names_one_file(name));
+        // `.jsonl` and `.ndjson` are names DataFusion does not read.
+        if let Some(file) = file.filter(|f| f.format == Format::JsonLines && !is_plain_json(name)) {
+            return self.read_as_run(file, name).await.map(Some);
         }
         match self.datafusion.try_new(name).await {
             Ok(Some(table)) => Ok(Some(table)),
-            Err(e) => Err(reading("", e)),
+            // DataFusion infers a CSV file's columns from its lines as they come, and fails
+            // on line breaks inside quoted values; `run`'s reading takes them (columns text).
+            Err(e) => match file.filter(|f| f.format == Format::Csv) {
+                Some(file) => match self.read_as_run(file, name).await {
+                    Ok(table) => Ok(Some(table)),
+                    Err(_) => Err(reading(e)),
+                },
+                None => Err(reading(e)),
+            },
             // DataFusion's answer for a file whose format it cannot tell is "not found"; for a
             // path that is there, ask it why.
             Ok(None) if Path::new(name).exists() => {
-                let url = ListingTableUrl::parse(name).map_err(|e| reading("", e))?;
+                let url = ListingTableUrl::parse(name).map_err(reading)?;
                 match ListingTableConfig::new(url)
                     .infer_options(&self.state()?)
                     .await
                 {
-                    Err(e) => Err(reading("", e)),
+                    Err(e) => Err(reading(e)),
                     Ok(_) => Ok(None),
                 }
             }
@@ -84,7 +85,26 @@ impl UrlTableFactory for FileTables {
     }
 }
 
+/// Whether `name` is one file: a local path to a file (not a folder, a pattern or nothing), or
+/// a URL without a pattern or a closing `/`. Folders and patterns go to DataFusion's tables.
+fn names_one_file(name: &str) -> bool {
+    match name.contains("://") {
+        true => !name.ends_with('/') && !name.contains(['*', '?', '[']),
+        false => Path::new(name).is_file(),
+    }
+}
+
 impl FileTables {
+    /// `name` read as `run` reads a corpus file of `file`'s format.
+    async fn read_as_run(&self, file: FileFormat, name: &str) -> DfResult<Arc<dyn TableProvider>> {
+        let ctx = SessionContext::new_with_state(self.state()?);
+        let frame = file.read(&ctx, name).await.map_err(|e| {
+            let format = file.format.name();
+            DataFusionError::Context(format!("reading '{name}' as {format}"), Box::new(e))
+        })?;
+        Ok(frame.into_view())
+    }
+
     /// The query's session as it is now.
     fn state(&self) -> DfResult<SessionState> {
         self.datafusion

@@ -15,6 +15,17 @@ use datafusion::prelude::{
 use futures::{StreamExt, TryStreamExt};
 use object_store::ObjectStoreExt;
 
+/// Whether `name` ends in `.json` (compressed or not), which DataFusion reads by that name,
+/// rather than `.jsonl` or `.ndjson`, which only neardup's reading knows.
+pub fn is_plain_json(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    let stem = match lower.rsplit_once('.') {
+        Some((stem, ext)) if Compression::of_extension(ext).is_some() => stem,
+        _ => lower.as_str(),
+    };
+    stem.ends_with(".json")
+}
+
 /// How the documents of a file are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Format {

@@ -323,8 +323,10 @@ pub fn warn_left_out(input: &str, names: &[String], keep: &[usize], format: Opti
         return;
     };
     let read = FileFormat::of_name(&names[first]).map(|f| f.format);
+    // A plain `.json` beside a corpus is as often its metadata (`dataset_info.json`).
     let left: Vec<&str> = (names.iter())
         .filter(|name| FileFormat::of_name(name).is_some_and(|f| Some(f.format) != read))
+        .filter(|name| !format::is_plain_json(name))
         .map(String::as_str)
         .collect();
     if left.is_empty() {
@@ -995,11 +997,11 @@ fn read_schema(file: &Path) -> Result<(SchemaRef, u64, u64)> {
             file.display()
         )));
     }
-    // A name that says no format was read as Parquet: say how to read it as another.
+    // A name that says no corpus format (`notes.tsv`) may be another format read as Parquet.
     let unnamed = match format::FileFormat::of_name(&file.to_string_lossy()) {
         None => {
-            " (its name says no format, so it was read as Parquet; give --input-format \
-                 jsonl or csv for another)"
+            " (a file is read as Parquet unless its name, .jsonl or .csv, or --input-format \
+             says another format)"
         }
         Some(_) => "",
     };
@@ -1155,8 +1157,11 @@ pub async fn refuse_silent_changes(ctx: &SessionContext, corpus: &Corpus) -> Res
             let at = format!("line {line}{}", in_text(format.compression));
             return Err(Error::Input(format!("{location} {at}: {what}. {why}")));
         }
-        // A field inside an object is named by the decoder, with the rows it was decoding.
-        if let whole_numbers::Change::Field { from_row, what } = change {
+        // A field inside an object is named by the decoder, with the rows it was decoding. A
+        // top-level key not found line by line held only nulls: nothing is dropped.
+        if let whole_numbers::Change::Field { from_row, what } = change
+            && what.contains("whilst decoding")
+        {
             let first = from_row + 1;
             return Err(Error::Input(format!(
                 "{location}: a line from line {first}{} on has a field the columns inferred \

@@ -126,14 +126,18 @@ pub async fn first_change(
 }
 
 /// The first top-level key of the JSON Lines line `line` that is not among `names` (the file's
-/// columns), described for an error; `None` for a line without one, and for a line that is not
-/// one JSON object.
+/// columns) and holds a value other than null, described for an error; `None` for a line
+/// without one, and for a line that is not one JSON object.
 pub fn unknown_key_in_line(names: &[String], line: &[u8]) -> Option<String> {
     let object: std::collections::HashMap<String, &RawValue> = serde_json::from_slice(line).ok()?;
-    let mut keys: Vec<&String> = object.keys().filter(|k| !names.contains(k)).collect();
+    // A null drops nothing: the column would hold NULL there anyway.
+    let mut keys: Vec<&String> = (object.iter())
+        .filter(|(key, value)| !names.contains(key) && value.get() != "null")
+        .map(|(key, _)| key)
+        .collect();
     keys.sort();
     let key = crate::error::echo(keys.first()?);
-    let listed = names.join(", ");
+    let listed = super::listed_columns(names.iter().map(String::as_str));
     Some(format!(
         "it has the key \"{key}\", which is not among the columns inferred from the first lines \
          ({listed}), and the reader would drop its values"
@@ -487,6 +491,10 @@ mod tests {
         let why = unknown_key_in_line(&names, br#"{"id":1,"text":"x","lang":"de"}"#).unwrap();
         assert!(why.starts_with("it has the key \"lang\""), "{why}");
         assert_eq!(unknown_key_in_line(&names, br#"{"id":1}"#), None);
+        assert_eq!(
+            unknown_key_in_line(&names, br#"{"id":1,"parent":null}"#),
+            None
+        );
     }
 
     #[test]

@@ -151,9 +151,10 @@ impl Keep {
                     };
                     crate::to_stderr!(
                         "neardup: --keep {self}: column '{column}' holds text{all_text}, which is \
-                         compared as text, character by character (\"9\" above \"10\"; dates \
-                         only in a form such as 2026-01-31); for numbers or times, give the \
-                         column as numbers or times (Parquet or JSON Lines)"
+                         compared as text, character by character (\"9\" above \"10\"; times \
+                         only where all are written alike, 2026-01-31T10:00:00Z); to compare \
+                         numbers, give them as numbers (Parquet or JSON Lines), times as dates \
+                         or timestamps (Parquet)"
                     );
                 }
                 if orders(data_type) {

@@ -102,8 +102,9 @@ fn a_file_that_is_not_parquet_is_named() {
     assert_eq!(result.status.code(), Some(1));
     let message = stderr(&result);
     assert!(
-        message.contains("notes.tsv is not a readable Parquet file (its name says no format")
-            && message.contains("--input-format jsonl or csv"),
+        message.contains(
+            "notes.tsv is not a readable Parquet file (a file is read as Parquet unless its name"
+        ) && message.contains("--input-format says another format"),
         "{message}"
     );
 }

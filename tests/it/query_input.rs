@@ -188,10 +188,11 @@ fn out_takes_its_format_from_the_extension() {
     assert_eq!(std::fs::read_to_string(&gz).unwrap(), "n\n1\n2\n3\n");
 }
 
-/// A corpus file named in a query reads as `run` reads it: JSON Lines by `.jsonl` or `.ndjson`,
-/// compressed too (DataFusion's own url tables answered "table not found"), and CSV columns as
-/// text with line breaks inside quoted values kept in their rows. A file that cannot be read is
-/// named with the reader's error.
+/// Files named in a query: JSON Lines by `.jsonl` or `.ndjson`, compressed too, read as `run`
+/// reads them (DataFusion's url tables answered "table not found"); a CSV file whose columns
+/// DataFusion cannot infer (line breaks inside quoted values) read as `run` reads it, its
+/// columns text, where any other CSV file keeps DataFusion's types; a file that is there but
+/// cannot be read is named with the reader's error.
 #[test]
 fn corpus_files_in_json_lines_and_csv_are_tables_by_their_path() {
     let dir = tempfile::tempdir().unwrap();
@@ -256,11 +257,6 @@ fn corpus_files_in_json_lines_and_csv_are_tables_by_their_path() {
     let notes = dir.path().join("notes.txt");
     std::fs::write(&notes, "id,text\n").unwrap();
     for (file, format, reason) in [
-        (
-            dir.path().join("missing.jsonl"),
-            " as JSON Lines",
-            "No files found",
-        ),
         (bad, " as JSON Lines", "Json error"),
         (cut, "", "Corrupt footer"),
         (notes, "", "No file_format found with extension txt"),
@@ -272,6 +268,32 @@ fn corpus_files_in_json_lines_and_csv_are_tables_by_their_path() {
             message.contains(&format!("reading '{}'{format}", file.display()))
                 && message.contains(reason),
             "{message}"
+        );
+    }
+    // A missing file is no table, as for any name; so a table may be created by such a name.
+    let missing = dir.path().join("missing.jsonl");
+    let failed = neardup(&["query", &format!("SELECT * FROM '{}'", missing.display())]);
+    assert_eq!(failed.status.code(), Some(1));
+    assert!(stderr(&failed).contains("not found"), "{}", stderr(&failed));
+    let created = neardup_ok(&[
+        "query",
+        "--format",
+        "csv",
+        "-c",
+        "CREATE TABLE \"t.jsonl\" AS SELECT 1 AS x",
+        "-c",
+        "SELECT x FROM \"t.jsonl\"",
+    ]);
+    assert_eq!(created, "x\n1\n");
+    // A CSV file DataFusion reads keeps its types, alone or in a folder's pattern.
+    let numbers = dir.path().join("numbers");
+    std::fs::create_dir_all(&numbers).unwrap();
+    std::fs::write(numbers.join("n.csv"), "id,n\n1,9\n2,10\n").unwrap();
+    for place in [numbers.join("n.csv"), numbers.join("*.csv")] {
+        let sql = format!("SELECT max(n) AS m, sum(n) AS s FROM '{}'", place.display());
+        assert_eq!(
+            neardup_ok(&["query", "--format", "csv", &sql]),
+            "m,s\n10,19\n"
         );
     }
 }

@@ -897,6 +897,17 @@ fn a_key_first_written_after_the_inferred_lines_is_not_dropped() {
         message.contains("line 1101 of the uncompressed text: it has the key \"lang\""),
         "{message}"
     );
+    // A late key holding only nulls drops nothing.
+    let nulls = dir.path().join("nulls.jsonl");
+    let text = std::fs::read_to_string(&input).unwrap();
+    std::fs::write(&nulls, text.replace("\"lang\":\"de\"", "\"lang\":null")).unwrap();
+    assert_eq!(
+        run(&nulls).status.code(),
+        Some(0),
+        "{}",
+        stderr(&run(&nulls))
+    );
+    std::fs::remove_dir_all(&out).unwrap();
     // Within the first lines the key is a column; lines without it hold NULL.
     write(900);
     assert_eq!(run(&input).status.code(), Some(0));
