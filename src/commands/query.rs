@@ -112,7 +112,9 @@ pub async fn query(options: &QueryOptions) -> Result<()> {
     }
     let ctx = query_context(options).await?;
     let copy_rule = |plan: &LogicalPlan| check_copy(plan, options);
-    let frame = crate::engine::sql::run_all_but_last(&ctx, sql, &copy_rule).await?;
+    let frame = crate::engine::sql::run_all_but_last(&ctx, sql, &copy_rule)
+        .await
+        .map_err(|e| with_data_hint(e, options))?;
     match &out {
         None => {
             let (sink, gone) = NotingReaderGone::new(BufWriter::new(std::io::stdout()));
@@ -279,6 +281,33 @@ async fn query_context(options: &QueryOptions) -> Result<SessionContext> {
             .await?;
     }
     Ok(ctx)
+}
+
+/// A statement naming a run's table (`groups`, `corpus`) without `--data`: those tables are a
+/// run's output's, registered by `--data`.
+fn with_data_hint(error: Error, options: &QueryOptions) -> Error {
+    let Error::Query {
+        context,
+        source,
+        hint,
+    } = error
+    else {
+        return error;
+    };
+    let message = source.to_string();
+    let names_a_run_table = (OUTPUT_TABLES.iter().chain(&["corpus"]))
+        .any(|table| message.contains(&format!("table 'datafusion.public.{table}' not found")));
+    let hint = match options.data.is_none() && names_a_run_table && hint.is_empty() {
+        true => "; a run's tables (signatures, pairs, groups, dedup, corpus) are there with \
+                 --data <its --output>, e.g. neardup query --data out/sample \"SELECT ...\""
+            .to_string(),
+        false => hint,
+    };
+    Error::Query {
+        context,
+        source,
+        hint,
+    }
 }
 
 /// `--out URL`: a store that can be written (not http(s)), and no object there unless

@@ -297,3 +297,38 @@ fn corpus_files_in_json_lines_and_csv_are_tables_by_their_path() {
         );
     }
 }
+
+/// A run's table named without `--data` was only "table not found": the message says where
+/// those tables come from, and only for them.
+#[test]
+fn a_run_table_without_data_says_to_give_data() {
+    let failed = neardup(&["query", "SELECT group_id FROM groups"]);
+    assert_eq!(failed.status.code(), Some(1));
+    let message = stderr(&failed);
+    assert!(
+        message.contains("not found") && message.contains("--data <its --output>"),
+        "{message}"
+    );
+    let other = neardup(&["query", "SELECT * FROM nosuch"]);
+    assert_eq!(other.status.code(), Some(1));
+    assert!(!stderr(&other).contains("--data"), "{}", stderr(&other));
+}
+
+/// `SELECT id, cluster FROM ...` does not parse (`cluster` is a SQL keyword, and the truth
+/// files' column): the message says to quote it, and quoted it runs.
+#[test]
+fn a_keyword_where_a_column_was_meant_is_named() {
+    let inner = "(SELECT 1 AS id, 'a' AS \"cluster\") t";
+    let failed = neardup(&["query", &format!("SELECT id, cluster FROM {inner}")]);
+    assert_eq!(failed.status.code(), Some(1));
+    let message = stderr(&failed);
+    assert!(
+        message.contains("cluster is a SQL keyword") && message.contains("(\"cluster\")"),
+        "{message}"
+    );
+    let quoted = format!("SELECT id, \"cluster\" FROM {inner}");
+    assert_eq!(
+        neardup_ok(&["query", "--format", "csv", &quoted]),
+        "id,cluster\n1,a\n"
+    );
+}
