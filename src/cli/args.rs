@@ -277,7 +277,7 @@ pub struct GenerateArgs {
     pub id_column: String,
     #[arg(long, default_value = "text", value_name = "NAME")]
     pub text_column: String,
-    /// How many source documents to take (the first by id).
+    /// How many source documents to take (the first by id: integer ids in numeric order).
     #[arg(long, default_value_t = 1000)]
     pub sources: usize,
     /// Made-up sources to add after the input's, for corpora larger than the input

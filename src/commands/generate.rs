@@ -333,7 +333,7 @@ async fn read_sources(options: &GenerateOptions) -> Result<Vec<(String, String)>
         .context(|| format!("reading {location}"))?;
     let sql = format!(
         "SELECT arrow_cast({id}, 'Utf8'), arrow_cast({text}, 'Utf8') FROM source \
-         WHERE {text} IS NOT NULL AND trim({text}) <> '' ORDER BY 1 LIMIT {}",
+         WHERE {text} IS NOT NULL AND trim({text}) <> '' ORDER BY {id}, 2 LIMIT {}",
         options.sources,
         id = quote_ident(&options.id_column),
         text = quote_ident(&options.text_column),

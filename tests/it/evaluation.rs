@@ -338,3 +338,31 @@ fn collage_sources_stream_past_the_input_in_row_groups() {
         "{groups:?}"
     );
 }
+
+/// `--sources N` takes the first N documents by id: integer ids in numeric order (they were
+/// compared as text: 1, 10, 11).
+#[test]
+fn sources_are_the_first_by_id_in_the_ids_own_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let (corpus, truth) = (dir.path().join("c.parquet"), dir.path().join("t.parquet"));
+    neardup_ok(&[
+        "generate",
+        "--input",
+        path_str(&fixture("sample.parquet")),
+        "--output",
+        path_str(&corpus),
+        "--truth",
+        path_str(&truth),
+        "--sources",
+        "3",
+        "--max-copies",
+        "0",
+    ]);
+    let ids = neardup_ok(&[
+        "query",
+        "--format",
+        "csv",
+        &format!("SELECT id FROM '{}' ORDER BY id", corpus.display()),
+    ]);
+    assert_eq!(ids, "id\n1#0\n2#0\n3#0\n");
+}
