@@ -102,6 +102,29 @@ pub enum Error {
 }
 
 impl Error {
+    /// A query's error with `hint` (from DataFusion's message) where it has none yet; any other
+    /// error as it is.
+    pub fn with_query_hint(self, hint: impl FnOnce(&str) -> Option<String>) -> Self {
+        match self {
+            Error::Query {
+                context,
+                source,
+                hint: given,
+            } => {
+                let hint = match given.is_empty() {
+                    true => hint(&source.to_string()).unwrap_or(given),
+                    false => given,
+                };
+                Error::Query {
+                    context,
+                    source,
+                    hint,
+                }
+            }
+            other => other,
+        }
+    }
+
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Error::Io {
             path: path.into(),

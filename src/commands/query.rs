@@ -286,28 +286,18 @@ async fn query_context(options: &QueryOptions) -> Result<SessionContext> {
 /// A statement naming a run's table (`groups`, `corpus`) without `--data`: those tables are a
 /// run's output's, registered by `--data`.
 fn with_data_hint(error: Error, options: &QueryOptions) -> Error {
-    let Error::Query {
-        context,
-        source,
-        hint,
-    } = error
-    else {
+    if options.data.is_some() {
         return error;
-    };
-    let message = source.to_string();
-    let names_a_run_table = (OUTPUT_TABLES.iter().chain(&["corpus"]))
-        .any(|table| message.contains(&format!("table 'datafusion.public.{table}' not found")));
-    let hint = match options.data.is_none() && names_a_run_table && hint.is_empty() {
-        true => "; a run's tables (signatures, pairs, groups, dedup, corpus) are there with \
-                 --data <its --output>, e.g. neardup query --data out/sample \"SELECT ...\""
-            .to_string(),
-        false => hint,
-    };
-    Error::Query {
-        context,
-        source,
-        hint,
     }
+    error.with_query_hint(|message| {
+        let names_a_run_table = (OUTPUT_TABLES.iter().chain(&["corpus"]))
+            .any(|table| message.contains(&format!("table 'datafusion.public.{table}' not found")));
+        names_a_run_table.then(|| {
+            "; a run's tables (signatures, pairs, groups, dedup, corpus) are there with --data \
+             <its --output>, e.g. neardup query --data out/sample \"SELECT ...\""
+                .to_string()
+        })
+    })
 }
 
 /// `--out URL`: a store that can be written (not http(s)), and no object there unless

@@ -236,32 +236,20 @@ fn parse(sql: &str, failed: impl FnOnce() -> String) -> Result<VecDeque<Statemen
 /// A parse error stopped on a SQL keyword (`SELECT id, cluster FROM t`: `cluster` is one, and
 /// the truth files' column): say that a column so named is quoted.
 fn with_keyword_hint(error: Error) -> Error {
-    let Error::Query {
-        context,
-        source,
-        hint,
-    } = error
-    else {
-        return error;
-    };
-    let message = source.to_string();
-    let found = message
-        .split_once("found: ")
-        .and_then(|(_, rest)| rest.split([' ', '"', ')']).next())
-        .unwrap_or("");
-    let keyword = datafusion::sql::sqlparser::keywords::ALL_KEYWORDS
-        .contains(&found.to_ascii_uppercase().as_str());
-    let hint = match hint.is_empty() && keyword {
-        true => format!(
-            "; {found} is a SQL keyword: where it names a column or table, quote it (\"{found}\")"
-        ),
-        false => hint,
-    };
-    Error::Query {
-        context,
-        source,
-        hint,
-    }
+    error.with_query_hint(|message| {
+        let found = message
+            .split_once("found: ")
+            .and_then(|(_, rest)| rest.split([' ', '"', ')']).next())?;
+        let upper = found.to_ascii_uppercase();
+        datafusion::sql::sqlparser::keywords::ALL_KEYWORDS
+            .contains(&upper.as_str())
+            .then(|| {
+                format!(
+                    "; {found} is a SQL keyword: where it names a column or table, quote it \
+                     (\"{found}\")"
+                )
+            })
+    })
 }
 
 /// Plans and runs one statement to completion (a COPY as `run_to_end` says).
