@@ -565,8 +565,9 @@ pub struct JobArgs {
     #[arg(long, value_enum, default_value_t = OutputFormat::Parquet, value_name = "FORMAT")]
     pub output_format: OutputFormat,
     /// With --output-format delta: add this run's rows to the tables of --output (created if
-    /// absent) instead of replacing them; one commit per table. With --index --update-index,
-    /// the daily way to keep one table of everything kept.
+    /// absent) instead of replacing them; one commit per table. Ids the tables hold are refused;
+    /// without --index the run's groups are numbered after the tables'. With --index
+    /// --update-index, the daily way to keep one table of everything kept.
     #[arg(long, conflicts_with = "overwrite")]
     pub append: bool,
 }
@@ -819,7 +820,7 @@ at an object-store URL) too (docs/INDEX.md): pairs and groups with indexed docum
 stable group ids. The index must have the same --k and id type";
 const MATCH_APPEND_HELP: &str = "With --output-format delta: add this run's rows to the \
 tables of --output (pairs, groups; created if absent) instead of replacing them; one commit per \
-table";
+table. Without --index the run's groups are numbered after the tables'";
 
 #[derive(Debug, Args)]
 #[command(

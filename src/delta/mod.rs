@@ -1,12 +1,14 @@
 //! Delta Lake tables, through delta-rs (`deltalake-core`): a corpus read from a table at one of
-//! its versions (`input`), the outputs written as tables with one commit each (`output`), and
-//! the column types both sides agree on (`types`).
+//! its versions (`input`), the outputs written as tables with one commit each (`output`), what
+//! an append without an index keeps true across runs (`append`), and the column types both
+//! sides agree on (`types`).
 //!
 //! A table is opened with the store the rest of the job uses (`storage::registry()`, set up
 //! from the environment), so a Delta table on `s3://` needs nothing the Parquet tables there do
 //! not. A commit is delta-rs's: the next `_delta_log/NNNNNNNNNNNNNNNNNNNN.json`, written only if
 //! absent (a conditional PUT on a store), so of two writers of one version exactly one lands.
 
+pub mod append;
 pub mod input;
 pub mod output;
 pub mod types;

@@ -31,6 +31,7 @@ use deltalake_core::operations::write::{SchemaMode, WriteBuilder};
 use deltalake_core::protocol::SaveMode;
 use serde::{Deserialize, Serialize};
 
+use crate::delta::append;
 use crate::delta::types::{from_storable, to_storable};
 use crate::delta::{At, delta_error, open, version_of};
 use crate::engine::staging::{OUTPUT_TABLES, SUMMARY_FILE};
@@ -82,6 +83,8 @@ pub struct DeltaStaging {
     previous_summary: Option<Vec<u8>>,
     /// The index batch, recorded in each commit's `commitInfo`.
     batch: Option<u64>,
+    /// The tables' versions summary.json records (none for a new output).
+    recorded: BTreeMap<String, TableVersion>,
     /// The run made the output's (local) folder, which a failed run removes again.
     made_output_folder: bool,
 }
@@ -147,6 +150,7 @@ impl DeltaStaging {
             mode,
             previous_summary,
             batch: None,
+            recorded,
             made_output_folder,
         };
         if let Place::Local(work) = staging.place() {
@@ -159,6 +163,27 @@ impl DeltaStaging {
     /// Records the index batch this run is, so that an append of it is made only once.
     pub fn set_batch(&mut self, batch: u64) {
         self.batch = Some(batch);
+    }
+
+    /// An append adds its rows as they are: ids `signatures` already holds are refused before
+    /// any work (`crate::delta::append`). With an index, which refuses the ids it holds, these
+    /// are a batch committed to the tables but never added to the index.
+    pub async fn refuse_ids_already_there(
+        &self,
+        ctx: &SessionContext,
+        id_type: &DataType,
+        bindings: &crate::engine::sql::Bindings,
+    ) -> Result<()> {
+        if self.mode != Mode::Append {
+            return Ok(());
+        }
+        let Some(signatures) = self.recorded.get("signatures") else {
+            return Ok(());
+        };
+        let place = self.output.join("signatures");
+        let version = signatures.version;
+        let indexed = self.batch.is_some();
+        append::refuse_ids_already_there(ctx, &place, version, id_type, indexed, bindings).await
     }
 
     /// Where the job writes its tables.
@@ -246,6 +271,13 @@ impl DeltaStaging {
             .await
             .and_then(|frame| crate::input::hive_nulls_read_as_null(frame, partitions))
             .context(|| format!("reading the run's {name} table at {staged}"))?;
+        let frame = match (&existing, self.mode, self.batch) {
+            // Without an index each run numbers its groups from 1.
+            (Some(table), Mode::Append, None) if name == "groups" => {
+                append::group_ids_after(ctx, table, frame, &place).await?
+            }
+            _ => frame,
+        };
         let frame = to_storable(frame)?;
         refuse_dates_beyond_statistics(&frame, &place).await?;
         if let (Some(table), Mode::Append) = (&existing, self.mode) {

@@ -22,6 +22,7 @@ macro_rules! stages {
 }
 
 stages! {
+    IDS_APPENDED = "00_ids_appended.sql";
     IDS_HASHED = "00_ids_hashed.sql";
     IDS_INDEXED = "00_ids_indexed.sql";
     IDS_MISSING = "00_ids_missing.sql";

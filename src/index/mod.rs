@@ -115,7 +115,7 @@ impl IndexMeta {
 
 /// The largest group id an index gives out: 2^62, beyond what a run's group numbers
 /// (one per document at most) could reach, so adding a batch's never wraps.
-const LARGEST_GROUP_ID: u64 = 1 << 62;
+pub(crate) const LARGEST_GROUP_ID: u64 = 1 << 62;
 
 /// What one batch added.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -135,6 +135,13 @@ pub async fn run(config: &JobConfig) -> Result<Summary> {
         if let Some(batch) = &batch {
             params.index = Some(batch.prepare(&ctx, &id_type, config.width).await?);
         }
+        // A cluster's session cannot plan over a Delta table provider held in this process.
+        if let (Staging::Delta(delta), false) = (&staging, on_cluster) {
+            let bindings = params.bindings();
+            delta
+                .refuse_ids_already_there(&ctx, &id_type, &bindings)
+                .await?;
+        }
         // A reader that stops (panics) on a damaged input file, in any stage, is reported as
         // that file's error below.
         let stages = run_stages(&ctx, config, &corpus, batch.as_ref(), &params, &mut clock);

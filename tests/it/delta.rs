@@ -191,6 +191,21 @@ fn first_delta_run(client: &Client, dir: &Path) -> (PathBuf, Vec<u64>) {
     (delta, rows)
 }
 
+/// The sample with its ids moved up by `by`: another day's documents, which an append without
+/// an index takes (the sample's own ids are in the tables already).
+fn sample_moved(dir: &Path, by: i64) -> PathBuf {
+    let path = dir.join(format!("sample_plus_{by}.parquet"));
+    let sample = fixture("sample.parquet");
+    make_parquet(
+        &path,
+        &format!(
+            "SELECT id + {by} AS id, lang, note, text FROM '{}'",
+            path_str(&sample)
+        ),
+    );
+    path
+}
+
 #[test]
 fn a_run_stopped_between_commits_is_named_and_undone_by_the_next_append() {
     let Some(client) = Client::new("a_run_stopped_between_commits") else {
@@ -198,11 +213,11 @@ fn a_run_stopped_between_commits_is_named_and_undone_by_the_next_append() {
     };
     let dir = tempfile::tempdir().unwrap();
     let (delta, rows) = first_delta_run(&client, dir.path());
-    let sample = fixture("sample.parquet");
+    let next_day = sample_moved(dir.path(), 100);
     let args = [
         "run",
         "--input",
-        path_str(&sample),
+        path_str(&next_day),
         "--output",
         path_str(&delta),
         "--output-format",
@@ -234,7 +249,7 @@ fn a_run_stopped_between_commits_is_named_and_undone_by_the_next_append() {
         "{said}"
     );
     assert!(said.contains("restored"), "{said}");
-    // Two appends of the sample, not three: the stopped run's rows were taken out first.
+    // Two runs' rows, not three: the stopped run's rows were taken out first.
     for (table, first) in TABLES.iter().zip(&rows) {
         let place = delta.join(table);
         assert_eq!(
@@ -258,11 +273,18 @@ fn ctrl_c_between_commits_puts_back_the_tables_committed() {
     let dir = tempfile::tempdir().unwrap();
     let (delta, rows) = first_delta_run(&client, dir.path());
     let sample = fixture("sample.parquet");
+    let next_day = sample_moved(dir.path(), 100);
     let args = |mode: &'static str, k: &'static str| {
+        // An overwrite runs the sample again; an append, the next day's documents.
+        let input = if mode == "--append" {
+            &next_day
+        } else {
+            &sample
+        };
         [
             "run",
             "--input",
-            path_str(&sample),
+            path_str(input),
             "--output",
             path_str(&delta),
             "--output-format",
@@ -331,6 +353,102 @@ fn ctrl_c_between_commits_puts_back_the_tables_committed() {
         "{}",
         stderr(&out)
     );
+}
+
+/// Each group's id and its members' ids, as the client prints them.
+fn groups_listed(client: &Client, table: &Path) -> Vec<(u64, String)> {
+    client
+        .ok(&["groups", path_str(table)])
+        .lines()
+        .map(|line| {
+            let (group, ids) = line.split_once(' ').unwrap_or((line, ""));
+            (group.parse().unwrap(), ids.to_string())
+        })
+        .collect()
+}
+
+/// Without an index each run numbers its groups from 1; appended, they are numbered after the
+/// table's largest, so that two runs' groups never read as one. Ids the tables hold are
+/// refused before any work, and the tables stay as they were.
+#[test]
+fn an_append_without_an_index_numbers_its_groups_after_the_tables_and_takes_no_id_twice() {
+    let Some(client) = Client::new("an_append_without_an_index") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let sample = fixture("sample.parquet");
+    let half = |name: &str, rest: u8| {
+        let path = dir.path().join(name);
+        let select = format!(
+            "SELECT * FROM '{}' WHERE id % 2 = {rest}",
+            path_str(&sample)
+        );
+        make_parquet(&path, &select);
+        path
+    };
+    let (odd, even) = (half("odd.parquet", 1), half("even.parquet", 0));
+    // The oracle: each half run alone into Parquet tables, read by pyarrow.
+    let alone = |input: &Path, name: &str| {
+        let out = dir.path().join(name);
+        neardup_ok(&[
+            "run",
+            "--input",
+            path_str(input),
+            "--output",
+            path_str(&out),
+        ]);
+        groups_listed(&client, &out.join("groups"))
+    };
+    let first = alone(&odd, "odd_alone");
+    let second = alone(&even, "even_alone");
+    assert!(
+        !first.is_empty() && !second.is_empty(),
+        "{first:?} {second:?}"
+    );
+    let last = first.iter().map(|(group, _)| *group).max().unwrap();
+    let mut want = first.clone();
+    want.extend(
+        second
+            .iter()
+            .map(|(group, ids)| (group + last, ids.clone())),
+    );
+
+    let delta = dir.path().join("delta");
+    let run = |input: &Path, extra: &[&str]| {
+        let mut args = vec![
+            "run",
+            "--input",
+            path_str(input),
+            "--output",
+            path_str(&delta),
+        ];
+        args.extend_from_slice(&["--output-format", "delta", "-q"]);
+        args.extend_from_slice(extra);
+        neardup(&args)
+    };
+    for (input, extra) in [(&odd, &[][..]), (&even, &["--append"][..])] {
+        let out = run(input, extra);
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+    assert_eq!(groups_listed(&client, &delta.join("groups")), want);
+
+    // The whole sample again: the odd and the even ids are in the tables already.
+    let versions = |client: &Client| TABLES.map(|t| client.version(path_str(&delta.join(t))));
+    let before = versions(&client);
+    let out = run(&sample, &["--append"]);
+    let said = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("these ids are already in"), "{said}");
+    assert!(said.contains("--overwrite"), "{said}");
+    // The smallest first, as integers (1, 2, 3, not 1, 10, 11).
+    let listed: Vec<&str> = said
+        .lines()
+        .map(|l| l.trim_matches(|c| c == '|' || c == ' '))
+        .filter(|l| l.parse::<u64>().is_ok())
+        .collect();
+    assert_eq!(listed, ["1", "2", "3", "4", "5"], "{said}");
+    assert_eq!(versions(&client), before);
+    assert_eq!(groups_listed(&client, &delta.join("groups")), want);
 }
 
 #[test]
@@ -464,6 +582,35 @@ fn daily_appends_through_the_index_make_one_table_with_a_commit_a_day() {
     }
     assert_eq!(summary(&delta)["delta_tables"]["dedup"]["version"], 2);
     assert_eq!(summary(&delta)["index"]["batch"], 3);
+
+    // A day matched against the index but not added to it: its rows are in the tables and not
+    // in the index, so adding it to the index now would append them a second time.
+    let next_day = sample_moved(dir.path(), 100);
+    let mut args = vec![
+        "run",
+        "--input",
+        path_str(&next_day),
+        "--index",
+        path_str(&index),
+    ];
+    args.extend([
+        "--output",
+        path_str(&delta),
+        "--output-format",
+        "delta",
+        "--append",
+    ]);
+    neardup_ok(&args);
+    let rows = client.count(path_str(&delta.join("signatures")), "latest");
+    args.push("--update-index");
+    let out = neardup(&args);
+    let said = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("but not in --index"), "{said}");
+    assert_eq!(
+        client.count(path_str(&delta.join("signatures")), "latest"),
+        rows
+    );
 }
 
 #[test]

@@ -8,6 +8,8 @@ Python binding) and pyarrow, so that what the tests check does not go through ne
     python delta_client.py count TABLE [VERSION|latest]     rows at VERSION
     python delta_client.py version TABLE                    the latest version
     python delta_client.py history TABLE                    one line per commit: VERSION OPERATION
+    python delta_client.py groups TABLE|PARQUET_DIR         a line per group: GROUP_ID and its
+        members' ids, sorted, of a groups table (Delta, latest version) or Parquet folder
     python delta_client.py write PARQUET TABLE MODE [WHERE]
         writes the Parquet file's rows (those for which the pyarrow expression WHERE on column
         `id`, e.g. "id < 100", holds) to TABLE (mode append or overwrite)
@@ -109,6 +111,17 @@ def main(command, *args):
     elif command == "history":
         for commit in reversed(table(args[0]).history()):
             print(commit.get("version"), commit.get("operation"))
+    elif command == "groups":
+        uri = args[0]
+        if uri.startswith("s3://") or os.path.isdir(os.path.join(uri, "_delta_log")):
+            rows = table(uri).to_pyarrow_table()
+        else:
+            rows = ds.dataset(uri, format="parquet").to_table()
+        members = {}
+        for group, member in zip(rows["group_id"].to_pylist(), rows["id"].to_pylist()):
+            members.setdefault(group, []).append(member)
+        for group in sorted(members):
+            print(group, *sorted(members[group]))
     elif command == "write":
         source, uri, mode = args[0], args[1], args[2]
         data = pq.read_table(source)
