@@ -516,7 +516,7 @@ impl PairReport {
             ),
             ("features", Box::new(|d, _| show(d.features))),
             ("text bytes", Box::new(|d, _| show(d.text_bytes))),
-            ("input row", Box::new(|d, _| show(d.input_order))),
+            ("input row", Box::new(|d, _| input_row(d.input_order))),
             (
                 "group",
                 Box::new(|_, m| match m {
@@ -709,6 +709,20 @@ fn show<T: std::fmt::Display>(value: Option<T>) -> String {
     value.map_or("none".to_string(), |v| v.to_string())
 }
 
+/// A document's place in its run's input, counted from 1 as errors count rows: `row 5`, or
+/// `file 2, row 5` after the first file. `input_order` is the file's number times 2^32 plus
+/// the row's (`Corpus::locate`); the JSON output keeps it as it is.
+fn input_row(input_order: Option<i64>) -> String {
+    let Some(order) = input_order else {
+        return "none".into();
+    };
+    let (file, row) = (order >> 32, (order & 0xFFFF_FFFF) + 1);
+    match file {
+        0 => format!("row {row}"),
+        _ => format!("file {}, row {row}", file + 1),
+    }
+}
+
 /// The changes from `a` to `b` word by word, each with a little unchanged text around it.
 fn render_diff(a: &str, b: &str, colour: bool) -> String {
     let diff = TextDiff::configure()
@@ -844,7 +858,7 @@ impl GroupReport {
                     } else {
                         member.id.clone()
                     },
-                    show(member.input_order),
+                    input_row(member.input_order),
                     show(member.text_bytes),
                     show(member.distance),
                 ]
@@ -942,6 +956,14 @@ fn string_value(batch: &RecordBatch, column: usize) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn input_rows_count_from_one_within_their_file() {
+        assert_eq!(input_row(Some(0)), "row 1");
+        assert_eq!(input_row(Some(4)), "row 5");
+        assert_eq!(input_row(Some((1 << 32) + 2)), "file 2, row 3");
+        assert_eq!(input_row(None), "none");
+    }
 
     #[test]
     fn the_diff_marks_removed_and_added_words_with_context() {

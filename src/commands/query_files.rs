@@ -5,13 +5,20 @@
 //! (line breaks inside quoted values), whose columns are then text. DataFusion answers "table
 //! not found" for a file whose format it cannot tell and leaves its errors unnamed; here a file
 //! that is there but cannot be read is an error with the file's name.
+//!
+//! `COPY ... TO 'top.jsonl'` (or `.ndjson`) writes JSON Lines, which is what DataFusion's JSON
+//! writer writes; DataFusion knows the format only by the name `.json`.
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use datafusion::catalog::{DynamicFileCatalog, TableProvider, UrlTableFactory};
+use datafusion::catalog::{DynamicFileCatalog, Session, TableProvider, UrlTableFactory};
+use datafusion::common::GetExt;
 use datafusion::datasource::dynamic_file::DynamicListTableFactory;
+use datafusion::datasource::file_format::json::JsonFormatFactory;
+use datafusion::datasource::file_format::{FileFormat as DfFileFormat, FileFormatFactory};
 use datafusion::datasource::listing::{ListingTableConfig, ListingTableConfigExt, ListingTableUrl};
 use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::execution::SessionStateBuilder;
@@ -20,8 +27,18 @@ use datafusion::prelude::SessionContext;
 
 use crate::input::format::{FileFormat, Format, is_plain_json};
 
-/// The session with files as tables by their path, like DataFusion's `enable_url_table`.
+/// The session with files as tables by their path, like DataFusion's `enable_url_table`, and
+/// the JSON Lines names as names of DataFusion's JSON format.
 pub fn with_file_tables(ctx: SessionContext) -> SessionContext {
+    {
+        let state = ctx.state_ref();
+        let mut state = state.write();
+        for extension in ["jsonl", "ndjson"] {
+            let factory = Arc::new(JsonLinesNamed(extension));
+            // Only fails for a name registered already, which these are not.
+            let _ = state.register_file_format(factory, false);
+        }
+    }
     let tables = Arc::new(FileTables {
         datafusion: DynamicListTableFactory::default(),
     });
@@ -40,6 +57,30 @@ pub fn with_file_tables(ctx: SessionContext) -> SessionContext {
         .session_store()
         .with_state(ctx.state_weak_ref());
     ctx
+}
+
+/// DataFusion's JSON format (one object per line) under a JSON Lines name.
+#[derive(Debug)]
+struct JsonLinesNamed(&'static str);
+
+impl GetExt for JsonLinesNamed {
+    fn get_ext(&self) -> String {
+        self.0.to_string()
+    }
+}
+
+impl FileFormatFactory for JsonLinesNamed {
+    fn create(
+        &self,
+        state: &dyn Session,
+        options: &HashMap<String, String>,
+    ) -> DfResult<Arc<dyn DfFileFormat>> {
+        JsonFormatFactory::new().create(state, options)
+    }
+
+    fn default(&self) -> Arc<dyn DfFileFormat> {
+        FileFormatFactory::default(&JsonFormatFactory::new())
+    }
 }
 
 #[derive(Debug)]

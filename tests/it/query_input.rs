@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::process::{Command, Stdio};
 
-use crate::common::{neardup, neardup_ok, path_str, stderr};
+use crate::common::{neardup, neardup_ok, path_str, stderr, summary};
 
 const HUNDRED: &str = "SELECT value AS n FROM generate_series(1, 100) ORDER BY n";
 
@@ -186,6 +186,38 @@ fn out_takes_its_format_from_the_extension() {
     assert!(!gz.exists());
     neardup_ok(&["query", "--format", "csv", "--out", path_str(&gz), sql]);
     assert_eq!(std::fs::read_to_string(&gz).unwrap(), "n\n1\n2\n3\n");
+}
+
+/// `COPY ... TO` a JSON Lines name writes an object per line (DataFusion knows the format only
+/// as `.json`: "no registered file format with ext jsonl"), which `run` reads back.
+#[test]
+fn copy_to_a_json_lines_name_writes_json_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let sql = "SELECT value AS id, 'page ' || CAST(value AS VARCHAR) AS text \
+               FROM generate_series(1, 3) ORDER BY id";
+    for name in ["rows.jsonl", "rows.ndjson"] {
+        let file = dir.path().join(name);
+        let copy = format!("COPY ({sql}) TO '{}'", path_str(&file));
+        neardup_ok(&["query", &copy]);
+        let written = std::fs::read_to_string(&file).unwrap();
+        let rows: Vec<serde_json::Value> = written
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect();
+        let ids: Vec<i64> = rows.iter().map(|r| r["id"].as_i64().unwrap()).collect();
+        assert_eq!(ids, [1, 2, 3], "{written}");
+        assert_eq!(rows[2]["text"], "page 3", "{written}");
+        let out = dir.path().join(format!("{name}.out"));
+        neardup_ok(&[
+            "run",
+            "--input",
+            path_str(&file),
+            "--output",
+            path_str(&out),
+            "-q",
+        ]);
+        assert_eq!(summary(&out)["counts"]["documents"], 3);
+    }
 }
 
 /// Files named in a query: JSON Lines by `.jsonl` or `.ndjson`, compressed too, read as `run`
