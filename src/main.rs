@@ -83,6 +83,16 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     if let Some(threads) = cli.local_threads() {
+        if threads > neardup::cli::args::MOST_LOCAL_THREADS {
+            neardup::to_stderr!(
+                "neardup: error: --threads {threads}: at most {} in one process (this machine \
+                 has {} cores); each is a thread with its own buffers, and thousands of them \
+                 exhaust the memory before the job starts",
+                neardup::cli::args::MOST_LOCAL_THREADS,
+                std::thread::available_parallelism().map_or(1, usize::from)
+            );
+            return ExitCode::from(2);
+        }
         builder.worker_threads(threads);
     }
     let runtime = match builder.enable_all().build() {

@@ -644,11 +644,15 @@ impl ServerAccessArgs {
     }
 }
 
+/// The most `--threads` a job in this process takes. 1,024 ran the sample in 2.6 s; 4,096 took
+/// 45 s and 1.7 GB before any work, and 65,535 aborted the process.
+pub const MOST_LOCAL_THREADS: usize = 1024;
+
 #[derive(Debug, Args)]
 pub struct ConsoleArgs {
     /// Cores the job computes on: the worker threads, and the partitions a stage runs (the
     /// signature stage may split a file of many row groups into four partitions a core, to share
-    /// them out evenly) [default: the number of cores]. With --cluster df://...:
+    /// them out evenly) [default: the number of cores; at most 1024]. With --cluster df://...:
     /// tasks per stage [default: the live executors' task slots in all, their
     /// --concurrent-tasks summed, as the scheduler reports them when the job starts].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]

@@ -16,6 +16,35 @@ fn missing_column_is_named_with_the_columns_that_exist() {
     );
 }
 
+/// Thousands of worker threads exhausted the memory before the job started (65,535 aborted
+/// the process with "failed to initiate panic"); beyond 1,024 the flag is refused.
+#[test]
+fn more_threads_than_one_process_can_start_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let message = failing_sample_run(dir.path(), &["--threads", "65535"], 2);
+    assert!(
+        message.contains("--threads 65535: at most 1024"),
+        "{message}"
+    );
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    let message = failing_sample_run(dir.path(), &["--threads", "1025", "-q"], 2);
+    assert!(message.contains("at most 1024"), "{message}");
+    // `neardup run --threads 1024` runs (2.6 s for the sample on two cores).
+    let out = dir.path().join("out");
+    let sample = fixture("sample.parquet");
+    neardup_ok(&[
+        "run",
+        "--input",
+        path_str(&sample),
+        "--output",
+        path_str(&out),
+        "--threads",
+        "1024",
+        "-q",
+    ]);
+    assert!(out.join("summary.json").is_file());
+}
+
 #[test]
 fn text_column_of_the_wrong_type() {
     let dir = tempfile::tempdir().unwrap();
