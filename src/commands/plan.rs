@@ -56,7 +56,7 @@ pub async fn compare_plans(options: &PlanOptions) -> Result<String> {
         }
         corpus.check_simhash_column(&options.simhash_column)?;
         let ctx = session_context()?;
-        register_corpus(&ctx, &corpus, false).await?;
+        register_corpus(&ctx, &corpus, false, None).await?;
         let column = quote_ident(&options.simhash_column);
         // Not a stage of the job: the fingerprints straight from the file, to count and sample.
         run_statements(

@@ -131,7 +131,11 @@ pub async fn run(config: &JobConfig) -> Result<Summary> {
     };
     let work = async {
         let on_cluster = config.console.cluster.is_some();
-        source::register_corpus(&ctx, &corpus, on_cluster).await?;
+        let text_column = match &config.source {
+            Source::Texts { text_column, .. } => Some(text_column.as_str()),
+            Source::Fingerprints { .. } => None,
+        };
+        source::register_corpus(&ctx, &corpus, on_cluster, text_column).await?;
         if let Some(batch) = &batch {
             params.index = Some(batch.prepare(&ctx, &id_type, config.width).await?);
         }
