@@ -566,8 +566,8 @@ pub struct JobArgs {
     pub output_format: OutputFormat,
     /// With --output-format delta: add this run's rows to the tables of --output (created if
     /// absent) instead of replacing them; one commit per table. Ids the tables hold are refused;
-    /// without --index the run's groups are numbered after the tables'. With --index
-    /// --update-index, the daily way to keep one table of everything kept.
+    /// without --index the run's groups are numbered after the tables'. With --index (and then
+    /// --update-index), the daily way to keep one table of everything kept.
     #[arg(long, conflicts_with = "overwrite")]
     pub append: bool,
 }

@@ -26,8 +26,9 @@ use crate::storage::Place;
 const APPENDED_SIGNATURES: &str = "appended_signatures";
 
 /// Refuses the run when ids of its corpus (`corpus`, id column `id_type`) are in the
-/// `signatures` table at `place` (the version summary.json records), naming a few. `indexed`:
-/// the run is a batch of an index, which did not refuse them.
+/// `signatures` table at `place` (the version summary.json records), naming a few, or are of
+/// another kind than the table's. `indexed`: the run is a batch of an index, which checked its
+/// ids first and did not refuse them.
 pub async fn refuse_ids_already_there(
     ctx: &SessionContext,
     place: &Place,
@@ -46,11 +47,15 @@ pub async fn refuse_ids_already_there(
         .field_with_unqualified_name("id")
         .map(|f| f.data_type().clone())
         .ok();
-    // Ids of another type are another table: the commit refuses the append by its columns.
-    let comparable = stored_type.is_some_and(|t| same_kind(&t, id_type));
-    let taken = match comparable {
-        true => query_stage(ctx, &stages::IDS_APPENDED, bindings).await,
-        false => Ok(Vec::new()),
+    let taken = match stored_type {
+        // The Delta writer would convert the ids to the table's type (a string "1" to the
+        // integer 1, or fail on "s1" after the whole run), so they must be of its kind.
+        Some(stored) if !same_kind(&stored, id_type) => Err(Error::Input(format!(
+            "--append: {place} holds ids of type {stored}, and this run's are {id_type}; one \
+             table's ids are of one kind (integers or strings): cast them in the input, or \
+             write to another --output"
+        ))),
+        _ => query_stage(ctx, &stages::IDS_APPENDED, bindings).await,
     };
     let _ = ctx.deregister_table(APPENDED_SIGNATURES);
     let taken = taken?;
@@ -60,10 +65,10 @@ pub async fn refuse_ids_already_there(
     if indexed {
         return Err(Error::Input(format!(
             "--append: these ids are in {place} but not in --index: a run added them to the \
-             tables but not its batch to the index (it ran without --update-index, or stopped \
-             after its commits), so this run would add their rows a second time. Leave them \
-             out, or restore each table to the version before that run (summary.json's \
-             \"previous\", docs/ROBUSTNESS.md) and repeat it. Some of them:\n{}",
+             tables but not its batch to the index (it stopped after its commits), so this \
+             run would add their rows a second time. Restore each table to the version before \
+             that run (summary.json's \"previous\", docs/ROBUSTNESS.md) and repeat it, or \
+             leave them out. Some of them:\n{}",
             pretty(&taken)?
         )));
     }
@@ -76,11 +81,12 @@ pub async fn refuse_ids_already_there(
     )))
 }
 
-/// Strings of any width compare with each other; other types only with themselves.
+/// Strings of any width compare with each other, and integers of any width; other types only
+/// with themselves.
 fn same_kind(a: &DataType, b: &DataType) -> bool {
     let text =
         |t: &DataType| matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View);
-    a == b || (text(a) && text(b))
+    a == b || (text(a) && text(b)) || (a.is_integer() && b.is_integer())
 }
 
 /// `frame`, a run's `groups`, with its group ids moved past the largest that `existing` (the

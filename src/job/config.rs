@@ -218,6 +218,15 @@ impl JobRequest {
             index.place()?;
         }
         let delta = delta_mode(self.output_format, self.append, self.overwrite)?;
+        if let (Some(Mode::Append), Some(index)) = (delta, &self.index)
+            && !index.update
+        {
+            return Err(Error::Usage(
+                "--append with --index needs --update-index: the tables would hold a batch the \
+                 index does not, and the next batch would give its new groups the same ids"
+                    .into(),
+            ));
+        }
         Ok(JobConfig {
             inputs: self.inputs,
             input_format: self.input_format,

@@ -31,11 +31,13 @@ mod test_session;
 mod value_buckets;
 mod verify;
 
+use datafusion::arrow::datatypes::DataType;
 use datafusion::common::config::ConfigNonZeroUsize;
 use datafusion::prelude::SessionContext;
 
 pub use config::{IndexOptions, JobConfig, JobRequest, Source};
 
+use crate::delta::output::DeltaStaging;
 use crate::engine::caught_panics;
 use crate::engine::commit::Staging;
 use crate::engine::on_demand::OnDemand;
@@ -139,16 +141,24 @@ pub async fn run(config: &JobConfig) -> Result<Summary> {
         if let Some(batch) = &batch {
             params.index = Some(batch.prepare(&ctx, &id_type, config.width).await?);
         }
-        // A cluster's session cannot plan over a Delta table provider held in this process.
-        if let (Staging::Delta(delta), false) = (&staging, on_cluster) {
-            let bindings = params.bindings();
-            delta
-                .refuse_ids_already_there(&ctx, &id_type, &bindings)
-                .await?;
-        }
         // A reader that stops (panics) on a damaged input file, in any stage, is reported as
         // that file's error below.
-        let stages = run_stages(&ctx, config, &corpus, batch.as_ref(), &params, &mut clock);
+        let appended = match &staging {
+            Staging::Delta(delta) => Some(Appended {
+                delta,
+                id_type: &id_type,
+            }),
+            _ => None,
+        };
+        let stages = run_stages(
+            &ctx,
+            config,
+            &corpus,
+            batch.as_ref(),
+            appended,
+            &params,
+            &mut clock,
+        );
         let ran = caught_panics::catch_async(stages)
             .await
             .unwrap_or_else(|stopped| Err(Error::Internal(format!("a stage panicked: {stopped}"))));
@@ -184,18 +194,45 @@ pub async fn run(config: &JobConfig) -> Result<Summary> {
     finish::finish_batch(&ctx, staging, batch, &params, done, clock).await
 }
 
+/// Delta tables the run appends to, and the type of the run's ids.
+struct Appended<'a> {
+    delta: &'a DeltaStaging,
+    id_type: &'a DataType,
+}
+
 /// Stages 0 to 6. Returns the band plan as it ran.
 async fn run_stages(
     ctx: &SessionContext,
     config: &JobConfig,
     corpus: &Corpus,
     batch: Option<&IndexedBatch>,
+    appended: Option<Appended<'_>>,
     params: &StageParams,
     clock: &mut Stopwatch,
 ) -> Result<PlanReport> {
     let bindings = params.bindings();
     let on_cluster = config.console.cluster.is_some();
-    let ids = source::check_ids(ctx, corpus, &bindings, batch, &config.id_column, on_cluster);
+    let ids = async {
+        source::check_ids(ctx, corpus, &bindings, batch, &config.id_column, on_cluster).await?;
+        // After the index's own check, whose message is the one for ids it holds.
+        if let Some(Appended { delta, id_type }) = appended {
+            // The Delta table's provider lives in this process, which a cluster's session
+            // cannot plan over: there the check runs in a session of its own here.
+            let local;
+            let check_ctx = match on_cluster {
+                true => {
+                    local = crate::engine::session::session_context()?;
+                    source::register_corpus(&local, corpus, false, None).await?;
+                    &local
+                }
+                false => ctx,
+            };
+            delta
+                .refuse_ids_already_there(check_ctx, id_type, &bindings)
+                .await?;
+        }
+        Ok(())
+    };
     clock.time("check ids", ids).await?;
     match &config.source {
         Source::Texts { .. } => {

@@ -449,6 +449,28 @@ fn an_append_without_an_index_numbers_its_groups_after_the_tables_and_takes_no_i
     assert_eq!(listed, ["1", "2", "3", "4", "5"], "{said}");
     assert_eq!(versions(&client), before);
     assert_eq!(groups_listed(&client, &delta.join("groups")), want);
+    // Ids of another kind: the Delta writer would have converted the strings "1".."20" to the
+    // integers the table holds, twice each.
+    let strings = dir.path().join("strings.parquet");
+    let select = format!(
+        "SELECT CAST(id AS VARCHAR) AS id, lang, note, text FROM '{}'",
+        path_str(&sample)
+    );
+    make_parquet(&strings, &select);
+    let out = run(&strings, &["--append"]);
+    let said = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("holds ids of type Int64"), "{said}");
+    assert_eq!(versions(&client), before);
+    // On a cluster too (the check runs in this process, where the Delta table is read).
+    let out = run(
+        &sample,
+        &["--append", "--cluster", "standalone", "--threads", "2"],
+    );
+    let said = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("these ids are already in"), "{said}");
+    assert_eq!(versions(&client), before);
 }
 
 #[test]
@@ -583,27 +605,50 @@ fn daily_appends_through_the_index_make_one_table_with_a_commit_a_day() {
     assert_eq!(summary(&delta)["delta_tables"]["dedup"]["version"], 2);
     assert_eq!(summary(&delta)["index"]["batch"], 3);
 
-    // A day matched against the index but not added to it: its rows are in the tables and not
-    // in the index, so adding it to the index now would append them a second time.
+    // An append matched against the index and not added to it would leave a batch in the
+    // tables that the index lacks: refused.
     let next_day = sample_moved(dir.path(), 100);
-    let mut args = vec![
-        "run",
-        "--input",
-        path_str(&next_day),
-        "--index",
-        path_str(&index),
-    ];
-    args.extend([
-        "--output",
-        path_str(&delta),
-        "--output-format",
-        "delta",
-        "--append",
-    ]);
-    neardup_ok(&args);
+    let append = |input: &Path, update: bool| {
+        let mut args = vec![
+            "run",
+            "--input",
+            path_str(input),
+            "--index",
+            path_str(&index),
+        ];
+        args.extend([
+            "--output",
+            path_str(&delta),
+            "--output-format",
+            "delta",
+            "--append",
+        ]);
+        if update {
+            args.push("--update-index");
+        }
+        neardup(&args)
+    };
+    let out = append(&next_day, false);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("needs --update-index"),
+        "{}",
+        stderr(&out)
+    );
+    // A day committed to the tables whose batch never reached the index (as a run stopped
+    // between the two leaves it; its batch is taken out of the index here): repeating it
+    // would append its rows a second time.
+    let out = append(&next_day, true);
+    assert!(out.status.success(), "{}", stderr(&out));
+    for name in ["batch=000004", "committed/batch=000004"] {
+        let place = index.join(name);
+        match place.is_dir() {
+            true => std::fs::remove_dir_all(&place).unwrap(),
+            false => std::fs::remove_file(&place).unwrap(),
+        }
+    }
     let rows = client.count(path_str(&delta.join("signatures")), "latest");
-    args.push("--update-index");
-    let out = neardup(&args);
+    let out = append(&next_day, true);
     let said = stderr(&out);
     assert_eq!(out.status.code(), Some(1), "{said}");
     assert!(said.contains("but not in --index"), "{said}");
@@ -611,6 +656,11 @@ fn daily_appends_through_the_index_make_one_table_with_a_commit_a_day() {
         client.count(path_str(&delta.join("signatures")), "latest"),
         rows
     );
+    // A day the index holds is named by the index's own check, which runs first.
+    let out = append(&dir.path().join("day2.parquet"), true);
+    let said = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("already in the index"), "{said}");
 }
 
 #[test]
