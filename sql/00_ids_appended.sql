@@ -1,7 +1,8 @@
--- Stage 0 for `--output-format delta --append` without an index: a run's rows are added to
--- the tables as they are, so an id that `signatures` (registered as `appended_signatures`, at
--- the version summary.json records) already holds would be there twice, and in two runs'
--- groups. Such ids are refused before any work, as an index refuses them. A few of them.
+-- Stage 0 for `--output-format delta --append`, after the index's check if there is one: a
+-- run's rows are added to the tables as they are, so an id that `signatures` (registered as
+-- `appended_signatures`, at the version summary.json records) already holds would be there
+-- twice, and in two runs' groups. Such ids are refused before any work, as an index refuses
+-- them (src/delta/append.rs). A few of them.
 
 SELECT CAST(taken AS VARCHAR) AS id
 FROM (

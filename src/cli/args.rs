@@ -645,7 +645,7 @@ impl ServerAccessArgs {
 }
 
 /// The most `--threads` a job in this process takes. 1,024 ran the sample in 2.6 s; 4,096 took
-/// 45 s and 1.7 GB before any work, and 65,535 aborted the process.
+/// 45 s and 1.7 GiB before any work, and 65,535 aborted the process.
 pub const MOST_LOCAL_THREADS: usize = 1024;
 
 #[derive(Debug, Args)]

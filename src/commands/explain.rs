@@ -710,13 +710,12 @@ fn show<T: std::fmt::Display>(value: Option<T>) -> String {
 }
 
 /// A document's place in its run's input, counted from 1 as errors count rows: `row 5`, or
-/// `file 2, row 5` after the first file. `input_order` is the file's number times 2^32 plus
-/// the row's (`Corpus::locate`); the JSON output keeps it as it is.
+/// `file 2, row 5` after the first file. The JSON output keeps `input_order` as it is.
 fn input_row(input_order: Option<i64>) -> String {
     let Some(order) = input_order else {
         return "none".into();
     };
-    let (file, row) = (order >> 32, (order & 0xFFFF_FFFF) + 1);
+    let (file, row) = crate::input::file_and_row(order);
     match file {
         0 => format!("row {row}"),
         _ => format!("file {}, row {row}", file + 1),

@@ -1,4 +1,4 @@
-//! What `--output-format delta --append` without `--index` keeps true across runs. An index
+//! What `--output-format delta --append` keeps true across runs. An index
 //! gives each batch its documents' ids once and its groups ids after the last batch's; without
 //! one, each run would add its rows as they are: an id already there a second time, and its
 //! groups numbered from 1 again, so that two runs' groups 1 read as one group of both.

@@ -1,6 +1,6 @@
 //! Delta Lake tables, through delta-rs (`deltalake-core`): a corpus read from a table at one of
 //! its versions (`input`), the outputs written as tables with one commit each (`output`), what
-//! an append without an index keeps true across runs (`append`), and the column types both
+//! an append keeps true across runs (`append`), and the column types both
 //! sides agree on (`types`).
 //!
 //! A table is opened with the store the rest of the job uses (`storage::registry()`, set up

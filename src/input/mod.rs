@@ -902,16 +902,23 @@ impl Corpus {
         )))
     }
 
-    /// The file and 1-based row behind an input order (file index * 2^32 + row index), for
-    /// error messages.
+    /// The file and 1-based row behind an input order, for error messages.
     pub fn locate(&self, input_order: i64) -> String {
-        let file = (input_order >> 32) as usize;
-        let row = input_order & 0xFFFF_FFFF;
+        let (file, row) = file_and_row(input_order);
         match self.files.get(file) {
-            Some(place) => format!("{place} row {}", row + 1),
+            Some(place) => format!("{place} row {row}"),
             None => format!("input order {input_order}"),
         }
     }
+}
+
+/// The file's index (from 0) and the row's number in it (from 1, as errors count rows) of an
+/// input order: file index * 2^32 + row index (`crate::job::source::register_corpus`).
+pub fn file_and_row(input_order: i64) -> (usize, i64) {
+    (
+        (input_order >> 32) as usize,
+        (input_order & 0xFFFF_FFFF) + 1,
+    )
 }
 
 /// A file with two columns of one name (Parquet allows it): the job reads columns by name and

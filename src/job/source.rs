@@ -366,9 +366,9 @@ pub async fn register_corpus(
 
 /// The Parquet file at `path` (columns `schema`) registered again with its `text` column read
 /// as string views, which point into the decoded pages instead of copying each text out of
-/// them: the signature stage on 200,000 Chinese pages took a median 1.455 s against 1.525 s
-/// (nine alternating rounds, docs/BENCHMARKS.md). The table's name, or `None` where the column
-/// is not a string.
+/// them: the signature stage on 200,000 Chinese pages at two threads took a median 0.896 s
+/// against 0.992 s (five alternating rounds, docs/BENCHMARKS.md). The table's name, or `None`
+/// where the column is not a string.
 async fn text_as_views(
     ctx: &SessionContext,
     path: &str,
